@@ -1,0 +1,105 @@
+// The benchmark driver: option parsing, the family list, timing and printing.
+#include "bench/bench.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "ember.h"
+#include "kernels/copy.h"
+
+namespace ember::bench {
+
+// Families, each in bench/<family>.cpp.
+void run_copy(const Options&, Report&);
+
+const std::vector<Family>& families() {
+    static const std::vector<Family> list = {
+        {"copy", "memory copy limit, contiguous() and casts", run_copy},
+    };
+    return list;
+}
+
+double median_ms(const std::function<void()>& f, int warmup, int repeats) {
+    for (int i = 0; i < warmup; ++i) f();
+    std::vector<double> t;
+    for (int i = 0; i < std::max(1, repeats); ++i) {
+        const auto a = std::chrono::steady_clock::now();
+        f();
+        const auto b = std::chrono::steady_clock::now();
+        t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+double measure_copy_gbps(const Options& o) {
+    const int64_t n = o.quick ? (int64_t(1) << 20) : (int64_t(1) << 24);
+    Tensor a = rand({n}), b = empty({n});
+    const double ms = median_ms([&] { kernels::copy(b, a); }, o.warmup, o.repeats);
+    return 2.0 * double(n) * 4 / (ms * 1e6);
+}
+
+void Report::print_table() const {
+    std::printf("%-10s %-22s %-22s %10s %10s %10s  %s\n", "family", "kernel", "shape", "ms", "GB/s",
+                "GFLOP/s", "of limit");
+    for (const Row& r : rows_) {
+        char gb[32] = "-", gf[32] = "-", fr[96] = "";
+        if (r.gbps >= 0) std::snprintf(gb, sizeof gb, "%.1f", r.gbps);
+        if (r.gflops >= 0) std::snprintf(gf, sizeof gf, "%.1f", r.gflops);
+        if (r.fraction >= 0)
+            std::snprintf(fr, sizeof fr, "%5.1f%% of %s", 100 * r.fraction, r.limit.c_str());
+        std::printf("%-10s %-22s %-22s %10.3f %10s %10s  %s\n", r.family.c_str(), r.kernel.c_str(),
+                    r.shape.c_str(), r.ms, gb, gf, fr);
+    }
+}
+
+void Report::print_json() const {
+    std::printf("[\n");
+    for (size_t i = 0; i < rows_.size(); ++i) {
+        const Row& r = rows_[i];
+        std::printf(
+            "  {\"family\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", \"ms\": %.6f, "
+            "\"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, \"limit\": \"%s\"}%s\n",
+            r.family.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps, r.gflops,
+            r.fraction, r.limit.c_str(), i + 1 < rows_.size() ? "," : "");
+    }
+    std::printf("]\n");
+}
+
+void add_options(CLI::App& app, Options& o) {
+    app.add_option("families", o.filters, "Families to run (default: all)");
+    app.add_option("--repeats", o.repeats, "Timed runs per kernel (median reported)")
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--warmup", o.warmup, "Untimed runs first")->check(CLI::Range(0, 100));
+    app.add_flag("--json", o.json, "Print JSON instead of a table");
+    app.add_flag("--quick", o.quick, "Small shapes (a smoke test, not a measurement)");
+}
+
+int run(const Options& o) {
+    for (const std::string& f : o.filters) {
+        const bool known = std::any_of(families().begin(), families().end(),
+                                       [&](const Family& fam) { return f == fam.name; });
+        if (!known) {
+            std::string names;
+            for (const Family& fam : families()) names += std::string(" ") + fam.name;
+            EMBER_FAIL("bench: unknown family '", f, "' (known:", names, ")");
+        }
+    }
+    Report report;
+    for (const Family& fam : families()) {
+        if (!o.filters.empty() &&
+            std::find(o.filters.begin(), o.filters.end(), fam.name) == o.filters.end())
+            continue;
+        fam.run(o, report);
+    }
+    if (o.json) report.print_json();
+    else report.print_table();
+    return 0;
+}
+
+}  // namespace ember::bench

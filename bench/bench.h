@@ -1,0 +1,68 @@
+// `ember bench`: one micro-benchmark per kernel family. Each validates against
+// a reference first, then times (warm-up excluded, median of repeats, data
+// larger than the caches) and reports time, achieved GB/s or GFLOP/s and the
+// fraction of a limit measured in the same run (docs/benchmarks.md).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace ember::bench {
+
+struct Options {
+    std::vector<std::string> filters;  // family names to run; empty = all
+    int repeats = 7;
+    int warmup = 2;
+    bool json = false;
+    bool quick = false;  // smaller shapes, for smoke tests
+};
+
+/// One line of the report.
+struct Row {
+    std::string family;
+    std::string kernel;
+    std::string shape;
+    double ms = 0;        // median time
+    double gbps = -1;     // achieved bytes/s / 1e9, or -1
+    double gflops = -1;   // achieved flops/s / 1e9, or -1
+    double fraction = -1; // of `limit`, or -1
+    std::string limit;    // what the fraction is of, e.g. "copy 62.1 GB/s"
+};
+
+class Report {
+public:
+    void add(Row r) { rows_.push_back(std::move(r)); }
+    const std::vector<Row>& rows() const { return rows_; }
+    void print_table() const;
+    void print_json() const;
+
+private:
+    std::vector<Row> rows_;
+};
+
+/// A benchmark family: fills the report with its rows.
+struct Family {
+    const char* name;
+    const char* description;
+    void (*run)(const Options&, Report&);
+};
+
+/// Every family, in report order (a plain list in bench/bench.cpp).
+const std::vector<Family>& families();
+
+/// Median wall time of f() in milliseconds over `repeats` runs after `warmup` runs.
+double median_ms(const std::function<void()>& f, int warmup, int repeats);
+
+/// Host memory-copy bandwidth in GB/s (bytes read + written), measured now:
+/// the limit elementwise CPU kernels are judged against.
+double measure_copy_gbps(const Options& o);
+
+void add_options(CLI::App& app, Options& o);
+int run(const Options& o);
+
+}  // namespace ember::bench

@@ -1,0 +1,198 @@
+// Tensor metadata, construction over storage, element access and printing.
+#include "core/tensor.h"
+
+#include <limits>
+#include <sstream>
+
+namespace ember {
+
+std::string shape_str(const Shape& s) {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+    os << "]";
+    return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) {
+        EMBER_CHECK(d >= 0, "negative size in shape ", shape_str(s));
+        EMBER_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / d,
+                    "shape ", shape_str(s), " has too many elements");
+        n *= d;
+    }
+    return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+    Shape st(s.size());
+    int64_t acc = 1;
+    for (size_t i = s.size(); i-- > 0;) {
+        st[i] = acc;
+        acc *= s[i] > 0 ? s[i] : 1;
+    }
+    return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+    const int64_t n = ndim > 0 ? ndim : 1;  // a 0-d tensor accepts dim 0 and -1
+    EMBER_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim,
+                " dimension(s)");
+    return dim < 0 ? dim + n : dim;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[size_t(wrap_dim(d, dim(), "size"))]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[size_t(wrap_dim(d, dim(), "stride"))]; }
+
+int64_t Tensor::numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape()) n *= d;
+    return n;
+}
+
+void* Tensor::data_ptr() const {
+    return static_cast<char*>(storage()->data()) + offset() * element_size();
+}
+
+bool Tensor::is_contiguous() const {
+    int64_t expected = 1;
+    for (int64_t i = dim() - 1; i >= 0; --i) {
+        const int64_t sz = shape()[size_t(i)];
+        if (sz == 0) return true;
+        if (sz != 1 && strides()[size_t(i)] != expected) return false;
+        expected *= sz;
+    }
+    return true;
+}
+
+Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
+                   DType dtype) {
+    EMBER_INTERNAL_ASSERT(shape.size() == strides.size());
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::move(storage);
+    impl->shape = shape;
+    impl->strides = strides;
+    impl->offset = offset;
+    impl->dtype = dtype;
+    return Tensor(std::move(impl));
+}
+
+Tensor empty(const Shape& shape, TensorOptions o) {
+    const int64_t n = shape_numel(shape);
+    const int64_t esz = dtype_size(o.dtype);
+    EMBER_CHECK(n <= std::numeric_limits<int64_t>::max() / esz, "empty: shape ", shape_str(shape),
+                " of ", dtype_name(o.dtype), " is too large");
+    return make_tensor(make_storage(o.device, size_t(n * esz), o.pinned), shape,
+                       contiguous_strides(shape), 0, o.dtype);
+}
+
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, TensorOptions o,
+                 std::function<void(void*)> deleter) {
+    EMBER_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape_str(shape),
+                " and strides ", shape_str(strides), " differ in length");
+    const int64_t n = shape_numel(shape);
+    EMBER_CHECK(data != nullptr || n == 0, "from_blob: null data for shape ", shape_str(shape));
+    int64_t extent = n > 0 ? 1 : 0;  // elements spanned
+    for (size_t i = 0; i < shape.size() && n > 0; ++i) {
+        EMBER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
+        extent += (shape[i] - 1) * strides[i];
+    }
+    return make_tensor(wrap_storage(data, size_t(extent * dtype_size(o.dtype)), o.device,
+                                    std::move(deleter)),
+                       shape, strides, 0, o.dtype);
+}
+
+Tensor from_blob(void* data, const Shape& shape, TensorOptions o,
+                 std::function<void(void*)> deleter) {
+    return from_blob(data, shape, contiguous_strides(shape), o, std::move(deleter));
+}
+
+namespace {
+
+int64_t element_offset(const Tensor& t, const Shape& index, const char* op) {
+    EMBER_CHECK(int64_t(index.size()) == t.dim(), op, ": index ", shape_str(index), " has ",
+                index.size(), " entries for a tensor of shape ", shape_str(t.shape()));
+    int64_t off = t.offset();
+    for (size_t i = 0; i < index.size(); ++i) {
+        int64_t k = index[i];
+        const int64_t sz = t.shape()[i];
+        EMBER_CHECK(k >= -sz && k < sz, op, ": index ", shape_str(index),
+                    " out of range for shape ", shape_str(t.shape()));
+        if (k < 0) k += sz;
+        off += k * t.strides()[i];
+    }
+    return off;
+}
+
+double read_element(const void* base, DType dt, int64_t off) {
+    return visit_dtype(dt, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T v = static_cast<const T*>(base)[off];
+        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+            return double(float(v));
+        else
+            return double(v);
+    });
+}
+
+}  // namespace
+
+double Tensor::at(const Shape& index) const {
+    if (!device().is_cpu()) return to(Device::cpu()).at(index);
+    const int64_t off = element_offset(*this, index, "at");
+    return read_element(storage()->data(), dtype(), off);
+}
+
+double Tensor::item() const {
+    EMBER_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ",
+                shape_str(shape()));
+    return at(Shape(size_t(dim()), 0));
+}
+
+void Tensor::set(const Shape& index, double value) {
+    EMBER_CHECK(device().is_cpu(), "set: tensor is on ", device(), "; only host tensors");
+    const int64_t off = element_offset(*this, index, "set");
+    visit_dtype(dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* p = static_cast<T*>(storage()->data()) + off;
+        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+            *p = T(float(value));
+        else if constexpr (std::is_same_v<T, bool>)
+            *p = value != 0.0;
+        else if constexpr (std::is_integral_v<T>)
+            *p = value != value ? T(0) : T(value);  // NaN -> 0; callers pass in-range values
+        else
+            *p = T(value);
+    });
+    storage()->bump_version();
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+    const Tensor c = to(Device::cpu()).to(dtype_of<T>()).contiguous();
+    const T* p = c.data<T>();
+    return std::vector<T>(p, p + c.numel());
+}
+
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+    if (!t.defined()) return os << "Tensor(undefined)";
+    os << "Tensor(" << dtype_name(t.dtype()) << ", " << t.device() << ", "
+       << shape_str(t.shape()) << ")";
+    constexpr int64_t kMaxPrinted = 64;
+    if (t.numel() > 0 && t.numel() <= kMaxPrinted) {
+        const std::vector<double> v = t.to_vector<double>();
+        os << " {";
+        for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+        os << "}";
+    }
+    return os;
+}
+
+}  // namespace ember

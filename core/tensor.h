@@ -1,0 +1,166 @@
+// Tensor: a strided view (shape, strides, element offset) of a Storage, with a
+// dtype and a device. Views share storage; nothing here computes on elements.
+// Methods that compute (contiguous, clone, to, copy_) are declared here for
+// convenience and defined beside the kernels that implement them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/device.h"
+#include "core/storage.h"
+
+namespace ember {
+
+using Shape = std::vector<int64_t>;
+
+/// "[2, 3, 4]", for messages.
+std::string shape_str(const Shape& s);
+/// Product of the sizes; throws on a negative size or if the product overflows int64.
+int64_t shape_numel(const Shape& s);
+/// Row-major strides for `s` (the contiguous layout).
+Shape contiguous_strides(const Shape& s);
+/// Wraps a possibly negative dim into [0, ndim); `op` names the caller in the error.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+/// What a factory makes: element type, device, and (host only) pinned memory.
+/// Used with designated initializers: `zeros({2, 3}, {.dtype = DType::f64})`.
+struct TensorOptions {
+    DType dtype = DType::f32;
+    Device device = Device::cpu();
+    bool pinned = false;
+};
+
+struct AutogradMeta;  // defined by autograd/; null for tensors that never took part in it
+
+/// Shared state of one tensor handle. Users work with Tensor.
+struct TensorImpl {
+    Storage storage;
+    Shape shape;
+    Shape strides;
+    int64_t offset = 0;  // in elements
+    DType dtype = DType::f32;
+    std::shared_ptr<AutogradMeta> autograd;
+};
+
+/// A reference-counted handle; copying a Tensor aliases the same data (like
+/// torch::Tensor). A default-constructed Tensor is undefined.
+class Tensor {
+public:
+    Tensor() = default;
+    explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+    bool defined() const { return impl_ != nullptr; }
+    const Shape& shape() const { return impl().shape; }
+    const Shape& strides() const { return impl().strides; }
+    int64_t dim() const { return int64_t(impl().shape.size()); }
+    /// Size of dimension `d` (negative counts from the end).
+    int64_t size(int64_t d) const;
+    int64_t stride(int64_t d) const;
+    int64_t numel() const;
+    int64_t offset() const { return impl().offset; }
+    DType dtype() const { return impl().dtype; }
+    Device device() const { return impl().storage->device(); }
+    int64_t element_size() const { return dtype_size(dtype()); }
+    const Storage& storage() const { return impl().storage; }
+    /// Address of element 0 (storage base + offset).
+    void* data_ptr() const;
+    /// Typed address of element 0; throws if T does not match the dtype.
+    template <class T>
+    T* data() const {
+        EMBER_CHECK(dtype_of<T>() == dtype(), "data<", dtype_name(dtype_of<T>()),
+                    ">() called on a tensor of dtype ", dtype_name(dtype()));
+        return static_cast<T*>(data_ptr());
+    }
+    /// Row-major with no gaps (size-1 dims may have any stride).
+    bool is_contiguous() const;
+    /// True when both handles refer to the same TensorImpl.
+    bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+    TensorImpl* unsafe_impl() const { return impl_.get(); }
+
+    // ---- Views: share storage, never copy (core/tensor_views.cpp) ----
+    /// Same data with a new shape; one size may be -1. Throws if the strides do not allow it.
+    Tensor view(const Shape& shape) const;
+    /// Like view, but copies when the strides do not allow a view.
+    Tensor reshape(const Shape& shape) const;
+    Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+    Tensor permute(const Shape& dims) const;
+    Tensor transpose(int64_t d0, int64_t d1) const;
+    /// Transpose of a matrix (dims <= 2).
+    Tensor t() const;
+    /// Python-style slice [start:end:step] along dim; start/end clamp, step > 0.
+    Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+    /// Elements [start, start + length) along dim; out of range is an error.
+    Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+    /// Removes dim, taking element `index` of it.
+    Tensor select(int64_t dim, int64_t index) const;
+    /// Broadcasts size-1 dims (stride 0) and prepends new ones; -1 keeps a size.
+    Tensor expand(const Shape& shape) const;
+    Tensor squeeze() const;
+    Tensor squeeze(int64_t dim) const;
+    Tensor unsqueeze(int64_t dim) const;
+    /// Raw view with explicit shape, strides and offset, bounds-checked against the storage.
+    Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+
+    // ---- Computing methods (defined in kernels/tensor_methods.cpp) ----
+    /// This tensor if contiguous, else a contiguous copy.
+    Tensor contiguous() const;
+    /// A contiguous copy with its own storage.
+    Tensor clone() const;
+    /// Converts the element type (returns *this when already `dtype`).
+    Tensor to(DType dtype) const;
+    /// Moves to `device` (returns *this when already there). With non_blocking,
+    /// a copy from pinned host memory may return before it completes.
+    Tensor to(Device device, bool non_blocking = false) const;
+    /// Copies src into this tensor, broadcasting src and converting its dtype.
+    Tensor& copy_(const Tensor& src);
+    /// Sets every element to `value` (converted to the dtype).
+    Tensor& fill_(double value);
+
+    // ---- Element access, mainly for tests (copies from the device when needed) ----
+    /// The single element of a one-element tensor, as double.
+    double item() const;
+    /// Element at a full index (negative indices count from the end), as double.
+    double at(const Shape& index) const;
+    /// Writes one element (converted to the dtype). Host tensors only.
+    void set(const Shape& index, double value);
+    /// All elements in row-major order, converted to T.
+    template <class T>
+    std::vector<T> to_vector() const;
+
+private:
+    TensorImpl& impl() const {
+        EMBER_CHECK(impl_ != nullptr, "operation on an undefined tensor");
+        return *impl_;
+    }
+    std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Prints dtype, device, shape and (up to a limit) the values.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// An uninitialized tensor.
+Tensor empty(const Shape& shape, TensorOptions options = {});
+/// A tensor over existing storage (no copy).
+Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
+                   DType dtype);
+/// Zero-copy view of caller memory (TIPS #11). The memory must outlive the
+/// tensor unless `deleter` is given, which runs when the last view dies.
+Tensor from_blob(void* data, const Shape& shape, TensorOptions options = {},
+                 std::function<void(void*)> deleter = {});
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, TensorOptions options = {},
+                 std::function<void(void*)> deleter = {});
+
+extern template std::vector<float> Tensor::to_vector<float>() const;
+extern template std::vector<double> Tensor::to_vector<double>() const;
+extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+extern template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+}  // namespace ember

@@ -1,0 +1,240 @@
+// Views: new shape/strides/offset over the same storage. Every argument is
+// checked; a bad view is an ember::Error naming the op and the shapes.
+#include <algorithm>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+namespace {
+
+Tensor with_layout(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+    Tensor v = make_tensor(t.storage(), shape, strides, offset, t.dtype());
+    return v;
+}
+
+// Replaces one -1 by the size that keeps numel; checks the product.
+Shape infer_size(const Shape& shape, int64_t numel, const char* op, const Shape& from) {
+    Shape out = shape;
+    int64_t known = 1;
+    int infer_at = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i] == -1) {
+            EMBER_CHECK(infer_at < 0, op, ": only one dimension can be -1, got ", shape_str(shape));
+            infer_at = int(i);
+        } else {
+            EMBER_CHECK(out[i] >= 0, op, ": invalid size in ", shape_str(shape));
+            known *= out[i];
+        }
+    }
+    if (infer_at >= 0) {
+        EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape),
+                    " is invalid for input of shape ", shape_str(from));
+        out[size_t(infer_at)] = numel / known;
+    } else {
+        EMBER_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape),
+                    " is invalid for input of shape ", shape_str(from), " (", numel,
+                    " elements)");
+    }
+    return out;
+}
+
+// Strides that view (old_shape, old_strides) as new_shape, if the memory allows
+// it: each run of old dims that is contiguous in memory may be re-split freely.
+std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strides,
+                                  const Shape& new_shape) {
+    Shape ns(new_shape.size(), 0);
+    if (old_shape.empty() || shape_numel(old_shape) == 0) return contiguous_strides(new_shape);
+    int64_t view_d = int64_t(new_shape.size()) - 1;
+    int64_t chunk_stride = old_strides.back();
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int64_t d = int64_t(old_shape.size()) - 1; d >= 0; --d) {
+        tensor_numel *= old_shape[size_t(d)];
+        const bool chunk_ends =
+            d == 0 || (old_shape[size_t(d - 1)] != 1 &&
+                       old_strides[size_t(d - 1)] != tensor_numel * chunk_stride);
+        if (!chunk_ends) continue;
+        while (view_d >= 0 && (view_numel < tensor_numel || new_shape[size_t(view_d)] == 1)) {
+            ns[size_t(view_d)] = view_numel * chunk_stride;
+            view_numel *= new_shape[size_t(view_d)];
+            --view_d;
+        }
+        if (view_numel != tensor_numel) return std::nullopt;
+        if (d > 0) {
+            chunk_stride = old_strides[size_t(d - 1)];
+            tensor_numel = view_numel = 1;
+        }
+    }
+    if (view_d != -1) return std::nullopt;
+    return ns;
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& new_shape) const {
+    const Shape s = infer_size(new_shape, numel(), "view", shape());
+    auto st = view_strides(shape(), strides(), s);
+    EMBER_CHECK(st.has_value(), "view: cannot view a tensor of shape ", shape_str(shape()),
+                " and strides ", shape_str(strides()), " as ", shape_str(s),
+                " without a copy; use reshape");
+    return with_layout(*this, s, *st, offset());
+}
+
+Tensor Tensor::reshape(const Shape& new_shape) const {
+    const Shape s = infer_size(new_shape, numel(), "reshape", shape());
+    if (auto st = view_strides(shape(), strides(), s)) return with_layout(*this, s, *st, offset());
+    return contiguous().view(s);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+    if (dim() == 0) return reshape({1});
+    const int64_t a = wrap_dim(start_dim, dim(), "flatten");
+    const int64_t b = wrap_dim(end_dim, dim(), "flatten");
+    EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
+    Shape s(shape().begin(), shape().begin() + a);
+    int64_t n = 1;
+    for (int64_t i = a; i <= b; ++i) n *= shape()[size_t(i)];
+    s.push_back(n);
+    s.insert(s.end(), shape().begin() + b + 1, shape().end());
+    return reshape(s);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+    EMBER_CHECK(int64_t(dims.size()) == dim(), "permute: got ", dims.size(), " dims ",
+                shape_str(dims), " for a tensor of shape ", shape_str(shape()));
+    Shape s(dims.size()), st(dims.size());
+    std::vector<bool> seen(dims.size(), false);
+    for (size_t i = 0; i < dims.size(); ++i) {
+        const int64_t d = wrap_dim(dims[i], dim(), "permute");
+        EMBER_CHECK(!seen[size_t(d)], "permute: dims ", shape_str(dims), " repeat ", dims[i]);
+        seen[size_t(d)] = true;
+        s[i] = shape()[size_t(d)];
+        st[i] = strides()[size_t(d)];
+    }
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+    if (dim() == 0) return *this;
+    const int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
+    Shape s = shape(), st = strides();
+    std::swap(s[size_t(a)], s[size_t(b)]);
+    std::swap(st[size_t(a)], st[size_t(b)]);
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::t() const {
+    EMBER_CHECK(dim() <= 2, "t: expected a tensor with at most 2 dims, got shape ",
+                shape_str(shape()));
+    return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+    d = wrap_dim(d, dim(), "slice");
+    EMBER_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
+    EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
+    const int64_t n = shape()[size_t(d)];
+    auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t(0), n); };
+    start = clamp(start);
+    end = std::max(clamp(end), start);
+    Shape s = shape(), st = strides();
+    s[size_t(d)] = (end - start + step - 1) / step;
+    st[size_t(d)] *= step;
+    return with_layout(*this, s, st, offset() + start * strides()[size_t(d)]);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+    d = wrap_dim(d, dim(), "narrow");
+    EMBER_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
+    const int64_t n = shape()[size_t(d)];
+    if (start < 0) start += n;
+    EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ",
+                start + length, ") out of bounds for dim ", d, " of shape ", shape_str(shape()));
+    return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+    EMBER_CHECK(dim() > 0, "select: cannot select from a 0-d tensor");
+    d = wrap_dim(d, dim(), "select");
+    const int64_t n = shape()[size_t(d)];
+    EMBER_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dim ", d,
+                " of shape ", shape_str(shape()));
+    if (index < 0) index += n;
+    Shape s = shape(), st = strides();
+    s.erase(s.begin() + d);
+    st.erase(st.begin() + d);
+    return with_layout(*this, s, st, offset() + index * strides()[size_t(d)]);
+}
+
+Tensor Tensor::expand(const Shape& target) const {
+    EMBER_CHECK(int64_t(target.size()) >= dim(), "expand: target ", shape_str(target),
+                " has fewer dims than shape ", shape_str(shape()));
+    const size_t lead = target.size() - size_t(dim());
+    Shape s(target.size()), st(target.size());
+    for (size_t i = 0; i < target.size(); ++i) {
+        if (i < lead) {
+            EMBER_CHECK(target[i] >= 0, "expand: size -1 not allowed for new leading dim in ",
+                        shape_str(target));
+            s[i] = target[i];
+            st[i] = 0;
+            continue;
+        }
+        const int64_t cur = shape()[i - lead];
+        const int64_t want = target[i] == -1 ? cur : target[i];
+        EMBER_CHECK(cur == want || cur == 1, "expand: shape ", shape_str(shape()),
+                    " cannot expand to ", shape_str(target));
+        s[i] = want;
+        st[i] = cur == want ? strides()[i - lead] : 0;
+    }
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::squeeze() const {
+    Shape s, st;
+    for (size_t i = 0; i < shape().size(); ++i) {
+        if (shape()[i] == 1) continue;
+        s.push_back(shape()[i]);
+        st.push_back(strides()[i]);
+    }
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+    if (dim() == 0) return *this;
+    d = wrap_dim(d, dim(), "squeeze");
+    if (shape()[size_t(d)] != 1) return *this;
+    Shape s = shape(), st = strides();
+    s.erase(s.begin() + d);
+    st.erase(st.begin() + d);
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+    d = wrap_dim(d, dim() + 1, "unsqueeze");
+    Shape s = shape(), st = strides();
+    const int64_t stride = d < dim() ? s[size_t(d)] * st[size_t(d)] : 1;
+    s.insert(s.begin() + d, 1);
+    st.insert(st.begin() + d, stride);
+    return with_layout(*this, s, st, offset());
+}
+
+Tensor Tensor::as_strided(const Shape& s, const Shape& st, int64_t off) const {
+    EMBER_CHECK(s.size() == st.size(), "as_strided: shape ", shape_str(s), " and strides ",
+                shape_str(st), " differ in length");
+    EMBER_CHECK(off >= 0, "as_strided: negative offset ", off);
+    int64_t last = off;
+    if (shape_numel(s) > 0) {
+        for (size_t i = 0; i < s.size(); ++i) {
+            EMBER_CHECK(st[i] >= 0, "as_strided: negative stride in ", shape_str(st));
+            last += (s[i] - 1) * st[i];
+        }
+        const int64_t capacity = int64_t(storage()->nbytes()) / element_size();
+        EMBER_CHECK(last < capacity, "as_strided: shape ", shape_str(s), " strides ",
+                    shape_str(st), " offset ", off, " reach element ", last,
+                    " of a storage holding ", capacity);
+    }
+    return with_layout(*this, s, st, off);
+}
+
+}  // namespace ember

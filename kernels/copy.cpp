@@ -1,0 +1,87 @@
+// Front for copies, casts and fills: checks, then a switch on the device.
+#include "kernels/copy.h"
+
+#include "kernels/cpu/copy.h"
+#include "kernels/front.h"
+#if EMBER_WITH_CUDA
+#include "kernels/cuda/copy.h"
+#endif
+
+namespace ember::kernels {
+
+namespace {
+
+// Same-device copy with broadcasting and casting.
+void copy_same_device(const Tensor& dst, const Tensor& src) {
+    const View d = view_of(dst, "copy");
+    const View s = broadcast_view(src, dst.shape(), "copy");
+    switch (dst.device().type) {
+        case DeviceType::cpu: cpu::copy(d, s); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            cuda::copy(d, s, dst.device().index);
+            return;
+#endif
+            break;
+    }
+    unsupported_device("copy", dst.device());
+}
+
+}  // namespace
+
+void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
+    EMBER_CHECK(dst.defined() && src.defined(), "copy: undefined tensor");
+    EMBER_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(),
+                "copy: source ", describe(src), " cannot be broadcast to destination ",
+                describe(dst));
+    if (dst.numel() == 0) return;
+    if (dst.device() == src.device()) {
+        copy_same_device(dst, src);
+    } else {
+#if EMBER_WITH_CUDA
+        // Across devices: make a dense source of dst's dtype and shape where it
+        // lives, move the bytes, and scatter into dst if dst is strided.
+        Tensor s = src;
+        if (s.dtype() != dst.dtype() || s.shape() != dst.shape() || !s.is_contiguous()) {
+            Tensor tmp = empty(dst.shape(), like(src, dst.dtype()));
+            copy_same_device(tmp, src);
+            s = tmp;
+        }
+        Tensor d = dst.is_contiguous() ? dst : empty(dst.shape(), like(dst));
+        const bool host_pinned = (src.device().is_cpu() && src.storage()->pinned()) ||
+                                 (dst.device().is_cpu() && d.storage()->pinned());
+        cuda::memcpy(d.data_ptr(), d.device(), s.data_ptr(), s.device(),
+                     size_t(d.numel() * d.element_size()), non_blocking && host_pinned);
+        if (!d.is_same(dst)) copy_same_device(dst, d);
+#else
+        (void)non_blocking;
+        unsupported_device("copy", dst.device().is_cuda() ? dst.device() : src.device());
+#endif
+    }
+    dst.storage()->bump_version();
+}
+
+void fill(const Tensor& dst, double value) {
+    EMBER_CHECK(dst.defined(), "fill: undefined tensor");
+    if (dst.numel() == 0) return;
+    const View d = view_of(dst, "fill");
+    switch (dst.device().type) {
+        case DeviceType::cpu: cpu::fill(d, value); break;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            cuda::fill(d, value, dst.device().index);
+            break;
+#else
+            unsupported_device("fill", dst.device());
+#endif
+    }
+    dst.storage()->bump_version();
+}
+
+Tensor cast(const Tensor& src, DType dtype) {
+    Tensor out = empty(src.shape(), like(src, dtype));
+    copy(out, src);
+    return out;
+}
+
+}  // namespace ember::kernels

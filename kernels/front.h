@@ -1,0 +1,36 @@
+// Helpers for front functions (kernels/<family>.cpp), the only kernel-level
+// code that sees Tensor: argument checks with clear messages, broadcasting,
+// and the Tensor -> View conversion handed to the backends.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/view.h"
+
+namespace ember::kernels {
+
+/// The kernel's view of a tensor (checks the kMaxDims limit).
+View view_of(const Tensor& t, const char* op = "op");
+/// `t` seen through `shape` (broadcast, stride 0 on expanded dims).
+View broadcast_view(const Tensor& t, const Shape& shape, const char* op);
+
+/// Broadcast result shape (NumPy rules); error names the op and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+/// Throws unless all tensors are defined and on the same device.
+void check_same_device(std::initializer_list<const Tensor*> ts, const char* op);
+/// Throws unless t's dtype is floating point.
+void check_floating(const Tensor& t, const char* op);
+/// "f32 [2, 3] on cpu", for messages.
+std::string describe(const Tensor& t);
+
+/// Options for a new tensor like `t` (same device) with `dtype`.
+inline TensorOptions like(const Tensor& t, DType dtype) { return {dtype, t.device(), false}; }
+inline TensorOptions like(const Tensor& t) { return like(t, t.dtype()); }
+
+/// Error for a device the op has no kernel for (built without CUDA, say).
+[[noreturn]] void unsupported_device(const char* op, Device d);
+
+}  // namespace ember::kernels

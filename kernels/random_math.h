@@ -1,0 +1,58 @@
+// Element i of each random distribution as a function of (seed, first block, i):
+// the stream contract of docs/rng.md, shared by the CPU and CUDA kernels.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/philox.h"
+#include "kernels/math.h"
+
+namespace ember::math {
+
+/// Uniform [0, 1) for element i. 32-bit dtypes: 4 elements per block; f64: 2.
+template <class T>
+EMBER_HD EMBER_INLINE Acc<T> uniform_at(uint64_t seed, uint64_t first, int64_t i) {
+    if constexpr (std::is_same_v<T, double>) {
+        const Philox4 b = philox_block(seed, first + uint64_t(i) / 2);
+        const int w = int(i % 2) * 2;
+        return uniform_f64(b.x[w], b.x[w + 1]);
+    } else {
+        const Philox4 b = philox_block(seed, first + uint64_t(i) / 4);
+        return uniform_f32(b.x[i % 4]);
+    }
+}
+
+/// Standard normal for element i: elements 2j and 2j+1 are the cosine and sine
+/// halves of one Box-Muller pair drawn from block first + j.
+template <class T>
+EMBER_HD EMBER_INLINE Acc<T> normal_at(uint64_t seed, uint64_t first, int64_t i) {
+    using A = Acc<T>;
+    const Philox4 b = philox_block(seed, first + uint64_t(i) / 2);
+    A u1, u2;
+    if constexpr (std::is_same_v<T, double>) {
+        u1 = 1.0 - uniform_f64(b.x[0], b.x[1]);  // (0, 1]: log is finite
+        u2 = uniform_f64(b.x[2], b.x[3]);
+    } else {
+        u1 = 1.0f - uniform_f32(b.x[0]);
+        u2 = uniform_f32(b.x[1]);
+    }
+    const A r = std::sqrt(A(-2) * std::log(u1));
+    const A theta = A(6.283185307179586476925286766559) * u2;
+    return (i % 2 == 0) ? r * std::cos(theta) : r * std::sin(theta);
+}
+
+/// An integer in [0, range) for element i: 4 per block when range <= 2^32,
+/// else 2 per block (64 bits each, reduced modulo range).
+EMBER_HD EMBER_INLINE uint64_t randint_at(uint64_t seed, uint64_t first, int64_t i,
+                                          uint64_t range) {
+    if (range <= (uint64_t(1) << 32)) {
+        const Philox4 b = philox_block(seed, first + uint64_t(i) / 4);
+        return bounded_u32(b.x[i % 4], range);
+    }
+    const Philox4 b = philox_block(seed, first + uint64_t(i) / 2);
+    const int w = int(i % 2) * 2;
+    return (uint64_t(b.x[w + 1]) << 32 | b.x[w]) % range;
+}
+
+}  // namespace ember::math

@@ -1,0 +1,118 @@
+// Views share storage and index like the naive row-major reference; every bad
+// view is an ember::Error naming the op and the shapes.
+#include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+
+namespace {
+// A tensor whose element at flat index i holds i (f64), so a view's values tell where they came from.
+Tensor iota(const Shape& s) { return arange(0, double(shape_numel(s)), 1, {DType::f64}).reshape(s); }
+}  // namespace
+
+TEST_CASE("permute and transpose index like the reference", "[views]") {
+    Tensor x = iota({2, 3, 4});
+    Tensor p = x.permute({2, 0, 1});
+    REQUIRE(p.shape() == Shape{4, 2, 3});
+    CHECK_FALSE(p.is_contiguous());
+    for (int64_t a = 0; a < 4; ++a)
+        for (int64_t b = 0; b < 2; ++b)
+            for (int64_t c = 0; c < 3; ++c) CHECK(p.at({a, b, c}) == double(b * 12 + c * 4 + a));
+    Tensor t = x.transpose(0, 2);
+    CHECK(t.at({3, 1, 0}) == x.at({0, 1, 3}));
+    CHECK(t.storage() == x.storage());
+    CHECK(p.contiguous().is_contiguous());
+    check_close(p.contiguous(), p);
+    REQUIRE_THROWS_WITH_MSG(x.permute({0, 1}), "permute: got 2 dims");
+    REQUIRE_THROWS_WITH_MSG(x.permute({0, 1, 1}), "repeat");
+    REQUIRE_THROWS_WITH_MSG(x.transpose(0, 3), "dim 3 out of range");
+}
+
+TEST_CASE("view, reshape and flatten", "[views]") {
+    Tensor x = iota({2, 3, 4});
+    Tensor v = x.view({6, -1});
+    REQUIRE(v.shape() == Shape{6, 4});
+    CHECK(v.storage() == x.storage());
+    CHECK(v.at({5, 3}) == 23.0);
+    // A transposed tensor cannot be viewed flat, but reshape copies.
+    Tensor t = x.transpose(1, 2);
+    REQUIRE_THROWS_WITH_MSG(t.view({-1}), "view: cannot view");
+    Tensor r = t.reshape({-1});
+    CHECK(r.storage() != x.storage());
+    for (int64_t i = 0; i < 24; ++i) {
+        const Shape idx = unravel(i, t.shape());
+        CHECK(r.at({i}) == t.at(idx));
+    }
+    // Splitting a dim of a non-contiguous tensor is still a view.
+    Tensor s = t.view({2, 2, 2, 3});
+    CHECK(s.storage() == x.storage());
+    CHECK(s.at({1, 1, 0, 2}) == t.at({1, 2, 2}));
+    CHECK(x.flatten(1).shape() == Shape{2, 12});
+    CHECK(x.flatten().shape() == Shape{24});
+    REQUIRE_THROWS_WITH_MSG(x.view({5, -1}), "shape [5, -1] is invalid for input of shape [2, 3, 4]");
+    REQUIRE_THROWS_WITH_MSG(x.view({-1, -1}), "only one dimension can be -1");
+    REQUIRE_THROWS_WITH_MSG(x.reshape({7}), "invalid for input");
+}
+
+TEST_CASE("slice, narrow and select", "[views]") {
+    Tensor x = iota({5, 6});
+    Tensor s = x.slice(1, 1, 6, 2);  // columns 1, 3, 5
+    REQUIRE(s.shape() == Shape{5, 3});
+    for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < 3; ++j) CHECK(s.at({i, j}) == double(i * 6 + 1 + 2 * j));
+    CHECK(x.slice(0, -2, 100).shape() == Shape{2, 6});  // Python-style clamping
+    CHECK(x.slice(0, 4, 2).shape() == Shape{0, 6});
+    CHECK(x.narrow(0, 1, 3).at({0, 0}) == 6.0);
+    REQUIRE_THROWS_WITH_MSG(x.narrow(0, 3, 3), "narrow: range [3, 6) out of bounds");
+    REQUIRE_THROWS_WITH_MSG(x.slice(0, 0, 5, 0), "slice: step must be positive");
+    Tensor row = x.select(0, -1);
+    REQUIRE(row.shape() == Shape{6});
+    CHECK(row.at({2}) == 26.0);
+    CHECK(x.select(1, 2).at({4}) == 26.0);
+    REQUIRE_THROWS_WITH_MSG(x.select(0, 5), "select: index 5 out of range");
+    // Writes through a view land in the base tensor.
+    s.fill_(-1.0);
+    CHECK(x.at({2, 3}) == -1.0);
+    CHECK(x.at({2, 2}) == 14.0);
+}
+
+TEST_CASE("expand, squeeze, unsqueeze", "[views]") {
+    Tensor x = iota({3, 1});
+    Tensor e = x.expand({2, 3, 4});
+    REQUIRE(e.shape() == Shape{2, 3, 4});
+    CHECK(e.strides() == Shape{0, 1, 0});
+    CHECK(e.at({1, 2, 3}) == 2.0);
+    CHECK(x.expand({-1, 5}).shape() == Shape{3, 5});
+    REQUIRE_THROWS_WITH_MSG(x.expand({4, 4}), "expand: shape [3, 1] cannot expand to [4, 4]");
+    REQUIRE_THROWS_WITH_MSG(x.expand({4}), "has fewer dims");
+    Tensor u = x.unsqueeze(0);
+    CHECK(u.shape() == Shape{1, 3, 1});
+    CHECK(x.unsqueeze(-1).shape() == Shape{3, 1, 1});
+    CHECK(u.squeeze().shape() == Shape{3});
+    CHECK(u.squeeze(0).shape() == Shape{3, 1});
+    CHECK(u.squeeze(1).shape() == Shape{1, 3, 1});  // size 3: unchanged
+    REQUIRE_THROWS_WITH_MSG(x.unsqueeze(3), "unsqueeze: dim 3 out of range");
+    // Expanded views materialize correctly.
+    check_close(e.contiguous(), e);
+}
+
+TEST_CASE("as_strided is bounds-checked against the storage", "[views]") {
+    Tensor x = iota({10});
+    Tensor w = x.as_strided({4, 3}, {2, 1}, 1);  // overlapping windows
+    CHECK(w.at({3, 2}) == 9.0);
+    REQUIRE_THROWS_WITH_MSG(x.as_strided({4, 3}, {3, 1}, 1), "as_strided");
+    REQUIRE_THROWS_WITH_MSG(x.as_strided({2}, {1}, -1), "negative offset");
+}
+
+TEST_CASE("size-0 and 0-d tensors", "[views]") {
+    Tensor z = zeros({0, 3});
+    CHECK(z.numel() == 0);
+    CHECK(z.reshape({3, 0}).shape() == Shape{3, 0});
+    CHECK(z.t().contiguous().shape() == Shape{3, 0});
+    Tensor s = full({}, 2.5);
+    CHECK(s.dim() == 0);
+    CHECK(s.item() == 2.5);
+    CHECK(s.reshape({1, 1}).item() == 2.5);
+    CHECK(s.unsqueeze(0).shape() == Shape{1});
+    REQUIRE_THROWS_WITH_MSG(zeros({2}).item(), "item: expected a tensor with one element");
+}

@@ -1,0 +1,29 @@
+// `ember demo`: a short tour of the tensor API, printed as it runs.
+#include <cstdio>
+#include <iostream>
+
+#include "ember.h"
+#include "tools/commands.h"
+
+namespace ember::cli {
+
+int run_demo() {
+    manual_seed(0);
+    Tensor x = randn({2, 3});
+    std::cout << "x = randn({2, 3}):        " << x << "\n";
+    std::cout << "x.t():                    " << x.t() << "\n";
+    std::cout << "x.t().contiguous() strides " << shape_str(x.t().contiguous().strides()) << "\n";
+    Tensor r = arange(0, 12).reshape({3, 4});
+    std::cout << "arange(0, 12).reshape:    " << r << "\n";
+    std::cout << "r.slice(1, 0, 4, 2):      " << r.slice(1, 0, 4, 2) << "\n";
+    std::cout << "r.to(bf16):               " << r.to(DType::bf16) << "\n";
+    if (cuda_device_count() > 0) {
+        Tensor g = x.to(Device::cuda(0));
+        std::cout << "x on cuda:0 and back:     " << g.to(Device::cpu()) << "\n";
+    } else {
+        std::cout << "(no CUDA device: the CUDA part of the tour is skipped)\n";
+    }
+    return 0;
+}
+
+}  // namespace ember::cli
