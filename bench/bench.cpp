@@ -16,10 +16,20 @@ namespace ember::bench {
 
 // Families, each in bench/<family>.cpp.
 void run_copy(const Options&, Report&);
+void run_elementwise(const Options&, Report&);
+void run_reduce(const Options&, Report&);
+void run_softmax(const Options&, Report&);
+void run_matmul(const Options&, Report&);
+void run_conv(const Options&, Report&);
 
 const std::vector<Family>& families() {
     static const std::vector<Family> list = {
         {"copy", "memory copy limit, contiguous() and casts", run_copy},
+        {"elementwise", "binary and unary elementwise ops", run_elementwise},
+        {"reduce", "sum, mean, max, var over rows and columns", run_reduce},
+        {"softmax", "softmax and log_softmax over the last dim", run_softmax},
+        {"matmul", "matmul against Eigen on the same buffers", run_matmul},
+        {"conv", "conv2d on ResNet-like shapes", run_conv},
     };
     return list;
 }

@@ -1,0 +1,2 @@
+// conv front functions.
+#include "kernels/conv.h"

@@ -1,0 +1,2 @@
+// conv kernels (front declarations).
+#pragma once

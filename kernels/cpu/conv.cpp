@@ -1,0 +1,2 @@
+// CPU conv kernels.
+#include "kernels/conv.h"

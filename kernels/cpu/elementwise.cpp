@@ -1,0 +1,2 @@
+// CPU elementwise kernels.
+#include "kernels/elementwise.h"

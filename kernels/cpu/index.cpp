@@ -1,0 +1,2 @@
+// CPU index kernels.
+#include "kernels/index.h"

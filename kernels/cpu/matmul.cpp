@@ -1,0 +1,2 @@
+// CPU matmul kernels.
+#include "kernels/matmul.h"

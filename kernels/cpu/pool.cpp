@@ -1,0 +1,2 @@
+// CPU pool kernels.
+#include "kernels/pool.h"

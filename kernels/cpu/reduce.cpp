@@ -1,0 +1,2 @@
+// CPU reduce kernels.
+#include "kernels/reduce.h"

@@ -1,0 +1,2 @@
+// CPU shape_ops kernels.
+#include "kernels/shape_ops.h"

@@ -1,0 +1,2 @@
+// CPU softmax kernels.
+#include "kernels/softmax.h"

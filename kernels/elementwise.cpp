@@ -1,0 +1,2 @@
+// elementwise front functions.
+#include "kernels/elementwise.h"

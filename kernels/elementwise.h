@@ -1,0 +1,2 @@
+// elementwise kernels (front declarations).
+#pragma once

@@ -1,0 +1,2 @@
+// index front functions.
+#include "kernels/index.h"

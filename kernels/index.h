@@ -1,0 +1,2 @@
+// index kernels (front declarations).
+#pragma once

@@ -1,0 +1,2 @@
+// matmul front functions.
+#include "kernels/matmul.h"

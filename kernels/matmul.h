@@ -1,0 +1,2 @@
+// matmul kernels (front declarations).
+#pragma once

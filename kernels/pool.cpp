@@ -1,0 +1,2 @@
+// pool front functions.
+#include "kernels/pool.h"

@@ -1,0 +1,2 @@
+// pool kernels (front declarations).
+#pragma once

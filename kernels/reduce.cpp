@@ -1,0 +1,2 @@
+// reduce front functions.
+#include "kernels/reduce.h"

@@ -1,0 +1,2 @@
+// reduce kernels (front declarations).
+#pragma once

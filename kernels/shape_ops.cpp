@@ -1,0 +1,2 @@
+// shape_ops front functions.
+#include "kernels/shape_ops.h"

@@ -1,0 +1,2 @@
+// shape_ops kernels (front declarations).
+#pragma once

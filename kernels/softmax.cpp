@@ -1,0 +1,2 @@
+// softmax front functions.
+#include "kernels/softmax.h"

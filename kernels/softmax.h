@@ -1,0 +1,2 @@
+// softmax kernels (front declarations).
+#pragma once

@@ -1,0 +1,2 @@
+// Tests for the conv kernels.
+#include "support.h"

@@ -1,0 +1,2 @@
+// Tests for the elementwise kernels.
+#include "support.h"

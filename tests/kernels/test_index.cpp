@@ -1,0 +1,2 @@
+// Tests for the index kernels.
+#include "support.h"

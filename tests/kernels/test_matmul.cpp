@@ -1,0 +1,2 @@
+// Tests for the matmul kernels.
+#include "support.h"

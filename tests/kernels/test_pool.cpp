@@ -1,0 +1,2 @@
+// Tests for the pool kernels.
+#include "support.h"

@@ -1,0 +1,2 @@
+// Tests for the reduce kernels.
+#include "support.h"

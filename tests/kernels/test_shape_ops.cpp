@@ -1,0 +1,2 @@
+// Tests for the shape_ops kernels.
+#include "support.h"

@@ -1,0 +1,2 @@
+// Tests for the softmax kernels.
+#include "support.h"
