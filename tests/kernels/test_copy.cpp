@@ -3,6 +3,7 @@
 #include "support.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace ember;
@@ -121,4 +122,37 @@ TEST_CASE("large copies and casts split across threads correctly", "[copy]") {
     Tensor c = a.clone();
     CHECK(c.storage() != a.storage());
     check_close(c, a, 0, 0);
+}
+
+TEST_CASE("f32 -> f16 on whole tensors equals the scalar conversion bit for bit", "[copy][cast]") {
+    // The vector path (F16C where present) must agree with core/half.h on every
+    // class of value: random bit patterns cover NaNs (signalling and quiet),
+    // infinities, subnormals and ties.
+    Generator g(21);
+    Tensor bits = randint(0, int64_t(1) << 32, {100003}, {DType::i64}, &g);
+    std::vector<int64_t> b = bits.to_vector<int64_t>();
+    std::vector<float> f(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+        const uint32_t u = uint32_t(b[i]);
+        std::memcpy(&f[i], &u, 4);
+    }
+    Tensor h = from_vector(f).to(DType::f16);
+    const Half* hp = h.data<Half>();
+    int bad = 0;
+    for (size_t i = 0; i < f.size(); ++i) bad += hp[i].bits != float_to_half_bits(f[i]);
+    CHECK(bad == 0);
+}
+
+TEST_CASE("transposed copies of every layout match element by element", "[copy]") {
+    for (const Shape& s : {Shape{64, 96}, Shape{3, 40, 33}, Shape{33, 2, 70}, Shape{5, 31}}) {
+        Tensor a = random_tensor(s, DType::f32, 8);
+        Tensor p = a.transpose(0, a.dim() - 1);
+        for (DType to : {DType::f32, DType::f64, DType::bf16}) {
+            Tensor c = p.to(to).contiguous();
+            REQUIRE(c.is_contiguous());
+            std::vector<double> want;
+            for (int64_t i = 0; i < p.numel(); ++i) want.push_back(p.at(unravel(i, p.shape())));
+            check_close(c, want, rtol_for(to), 0);
+        }
+    }
 }
