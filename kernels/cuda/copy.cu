@@ -2,46 +2,30 @@
 // and cross-device memory moves.
 // Math: dst[i] = math::cast<To>(src[i]) (kernels/math.h, shared with the CPU twin
 // kernels/cpu/copy.cpp). Bytes: numel * (sizeof(src) + sizeof(dst)); FLOPs: 0.
-// Launch: grid-stride, 256 threads; deterministic. Dense same-dtype copies use
+// Launch: kernels/cuda/loop.cuh (vectorized when dense); deterministic. Dense same-dtype copies use
 // cudaMemcpyAsync. Test: tests/cuda (CUDA vs CPU); bench: `ember bench` cast.
 #include "core/cuda_check.h"
 #include "kernels/cuda/copy.h"
-#include "kernels/cuda/offset.cuh"
+#include "kernels/cuda/loop.cuh"
 #include "kernels/math.h"
 
 namespace ember::kernels::cuda {
 
 namespace {
 
-constexpr int kBlock = 256;
-
-template <class To, class From>
-__global__ void cast_kernel(To* dst, const From* src, int64_t n, OffsetCalc<2> calc, bool dense) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-         i += int64_t(gridDim.x) * blockDim.x) {
-        if (dense) {
-            dst[i] = math::cast<To>(src[i]);
-        } else {
-            int64_t off[2];
-            calc.offsets(i, off);
-            dst[off[0]] = math::cast<To>(src[off[1]]);
-        }
+template <class To>
+struct CastTo {
+    template <class From>
+    EMBER_HD EMBER_INLINE To operator()(From v) const {
+        return math::cast<To>(v);
     }
-}
+};
 
 template <class T>
-__global__ void fill_kernel(T* dst, T value, int64_t n, OffsetCalc<1> calc, bool dense) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-         i += int64_t(gridDim.x) * blockDim.x) {
-        if (dense) {
-            dst[i] = value;
-        } else {
-            int64_t off[1];
-            calc.offsets(i, off);
-            dst[off[0]] = value;
-        }
-    }
-}
+struct Constant {
+    T value;
+    EMBER_HD EMBER_INLINE T operator()() const { return value; }
+};
 
 }  // namespace
 
@@ -49,37 +33,27 @@ void copy(const View& dst, const View& src, int device) {
     const int64_t n = dst.numel();
     if (n == 0) return;
     EMBER_CUDA_CHECK(cudaSetDevice(device));
-    const bool dense = dst.is_contiguous() && src.is_contiguous();
-    if (dense && dst.dtype == src.dtype) {
+    if (dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous()) {
         EMBER_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(n * dtype_size(dst.dtype)),
                                          cudaMemcpyDeviceToDevice, 0));
         return;
     }
-    const View* ops[2] = {&dst, &src};
-    const OffsetCalc<2> calc = make_offset_calc<2>(ops);
     visit_dtype(dst.dtype, [&](auto to_tag) {
         using To = typename decltype(to_tag)::type;
         visit_dtype(src.dtype, [&](auto from_tag) {
             using From = typename decltype(from_tag)::type;
-            cast_kernel<To, From><<<grid_for(n, kBlock), kBlock>>>(
-                dst.ptr<To>(), src.ptr<const From>(), n, calc, dense);
+            map<To, From>(dst, CastTo<To>{}, src);
         });
     });
-    EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void fill(const View& dst, double value, int device) {
-    const int64_t n = dst.numel();
-    if (n == 0) return;
+    if (dst.numel() == 0) return;
     EMBER_CUDA_CHECK(cudaSetDevice(device));
-    const View* ops[1] = {&dst};
-    const OffsetCalc<1> calc = make_offset_calc<1>(ops);
     visit_dtype(dst.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        fill_kernel<T><<<grid_for(n, kBlock), kBlock>>>(dst.ptr<T>(), math::cast<T>(value), n,
-                                                        calc, dst.is_contiguous());
+        map<T>(dst, Constant<T>{math::cast<T>(value)});
     });
-    EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
