@@ -1,2 +1,370 @@
-// elementwise front functions.
+// Front functions for the elementwise family: argument checks, result dtype,
+// casts of the inputs to the compute dtype, broadcasting, output allocation
+// and the switch on the device. The math is in kernels/math.h; the CPU
+// kernels in kernels/cpu/elementwise.cpp. Rules: docs/elementwise.md.
 #include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/copy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/front.h"
+
+namespace ember::kernels {
+
+const char* op_name(UnaryOp op) {
+    switch (op) {
+        case UnaryOp::neg: return "neg";
+        case UnaryOp::abs: return "abs";
+        case UnaryOp::exp: return "exp";
+        case UnaryOp::log: return "log";
+        case UnaryOp::sqrt: return "sqrt";
+        case UnaryOp::rsqrt: return "rsqrt";
+        case UnaryOp::relu: return "relu";
+        case UnaryOp::gelu: return "gelu";
+        case UnaryOp::gelu_tanh: return "gelu(tanh)";
+        case UnaryOp::sigmoid: return "sigmoid";
+        case UnaryOp::tanh: return "tanh";
+    }
+    return "unary";
+}
+
+const char* op_name(BinaryOp op) {
+    switch (op) {
+        case BinaryOp::add: return "add";
+        case BinaryOp::sub: return "sub";
+        case BinaryOp::mul: return "mul";
+        case BinaryOp::div: return "div";
+        case BinaryOp::pow: return "pow";
+        case BinaryOp::maximum: return "maximum";
+        case BinaryOp::minimum: return "minimum";
+    }
+    return "binary";
+}
+
+const char* op_name(CompareOp op) {
+    switch (op) {
+        case CompareOp::eq: return "eq";
+        case CompareOp::ne: return "ne";
+        case CompareOp::lt: return "lt";
+        case CompareOp::le: return "le";
+        case CompareOp::gt: return "gt";
+        case CompareOp::ge: return "ge";
+    }
+    return "compare";
+}
+
+namespace {
+
+// Kernels take one dtype for all operands; cast only what differs.
+Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : cast(t, d); }
+
+bool floating_only(UnaryOp op) {
+    return op != UnaryOp::neg && op != UnaryOp::abs && op != UnaryOp::relu;
+}
+
+// Result dtype of op(a, b); div is true division, so integers give f32.
+DType binary_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
+    const DType t = promote_types(a.dtype(), b.dtype());
+    if (op == BinaryOp::div) return is_floating(t) ? t : DType::f32;
+    EMBER_CHECK(t != DType::boolean || (op != BinaryOp::sub && op != BinaryOp::pow), op_name(op),
+                ": not supported for bool tensors, got ", describe(a), " and ", describe(b));
+    return t;
+}
+
+// Whether shape `s` broadcasts with `t` (NumPy rules), without throwing.
+bool broadcastable(const Shape& s, const Shape& t) {
+    for (size_t i = 1; i <= std::min(s.size(), t.size()); ++i) {
+        const int64_t x = s[s.size() - i], y = t[t.size() - i];
+        if (x != y && x != 1 && y != 1) return false;
+    }
+    return true;
+}
+
+// The checks of an in-place op writing a result of dtype `t` and shape
+// broadcast(a, other) into `a`, as PyTorch: no float into integers, nothing
+// but bool into bool, no growing `a`, no writing through stride-0 dims.
+void check_inplace(const std::string& name, const Tensor& a, DType t, const Shape& other) {
+    EMBER_CHECK(!(is_floating(t) && !is_floating(a.dtype())) &&
+                    !(t != DType::boolean && a.dtype() == DType::boolean),
+                name, ": result dtype ", dtype_name(t), " cannot be written into ", describe(a));
+    EMBER_CHECK(broadcastable(a.shape(), other) &&
+                    broadcast_shapes(a.shape(), other, name.c_str()) == a.shape(),
+                name, ": operand of shape ", shape_str(other),
+                " does not broadcast to the shape of the destination ", describe(a));
+    for (int64_t d = 0; d < a.dim(); ++d)
+        EMBER_CHECK(a.stride(d) != 0 || a.size(d) <= 1, name,
+                    ": the destination has broadcast (stride 0) dims: ", describe(a));
+}
+
+// True when b reads memory of a in another layout: writing a element by
+// element would then change b's values before they are read.
+bool overlaps_differently(const Tensor& a, const Tensor& b) {
+    return a.storage() == b.storage() &&
+           !(a.shape() == b.shape() && a.strides() == b.strides() && a.offset() == b.offset());
+}
+
+// ---- Dispatch: views, then the switch on the device ----
+// Inputs already have the output's dtype (or bool for where's condition) and
+// broadcast to its shape.
+
+void run_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+    if (out.numel() == 0) return;
+    const View o = view_of(out, op_name(op)), i = view_of(in, op_name(op));
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::unary(op, o, i); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // No CUDA kernel yet: cuda::unary(op, o, i, out.device().index) goes
+            // here once kernels/cuda/elementwise.cu exists (same for each op below).
+#endif
+            break;
+    }
+    unsupported_device(op_name(op), out.device());
+}
+
+void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+    if (out.numel() == 0) return;
+    const char* name = op_name(op);
+    const View o = view_of(out, name);
+    const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::binary(op, o, va, vb); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::binary(op, o, va, vb, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device(name, out.device());
+}
+
+void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double s) {
+    if (out.numel() == 0) return;
+    const View o = view_of(out, op_name(op)), va = view_of(a, op_name(op));
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::binary_scalar(op, o, va, s); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::binary_scalar(op, o, va, s, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device(op_name(op), out.device());
+}
+
+void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+    if (out.numel() == 0) return;
+    const char* name = op_name(op);
+    const View o = view_of(out, name);
+    const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::compare(op, o, va, vb); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::compare(op, o, va, vb, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device(name, out.device());
+}
+
+void run_compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double s) {
+    if (out.numel() == 0) return;
+    const View o = view_of(out, op_name(op)), va = view_of(a, op_name(op));
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::compare_scalar(op, o, va, s); return;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::compare_scalar(op, o, va, s, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device(op_name(op), out.device());
+}
+
+}  // namespace
+
+// ---- Generic entry points ----
+
+Tensor unary(UnaryOp op, const Tensor& x) {
+    const char* name = op_name(op);
+    EMBER_CHECK(x.defined(), name, ": undefined tensor");
+    DType t = x.dtype();
+    if (floating_only(op) && !is_floating(t)) t = DType::f32;  // as torch.exp(int tensor)
+    EMBER_CHECK(t != DType::boolean, name, ": not supported for bool tensors, got ", describe(x));
+    Tensor out = empty(x.shape(), like(x, t));
+    run_unary(op, out, as_dtype(x, t));
+    return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+    const char* name = op_name(op);
+    check_same_device({&a, &b}, name);
+    const DType t = binary_dtype(op, a, b);
+    Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), like(a, t));
+    run_binary(op, out, as_dtype(a, t), as_dtype(b, t));
+    return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, double s) {
+    EMBER_CHECK(a.defined(), op_name(op), ": undefined tensor");
+    const DType t = promote_with_scalar(a.dtype(), true);
+    Tensor out = empty(a.shape(), like(a, t));
+    run_binary_scalar(op, out, as_dtype(a, t), s);
+    return out;
+}
+
+Tensor binary_(BinaryOp op, const Tensor& a, const Tensor& b) {
+    const std::string name = std::string(op_name(op)) + "_";
+    check_same_device({&a, &b}, name.c_str());
+    const DType t = binary_dtype(op, a, b);
+    check_inplace(name, a, t, b.shape());
+    if (a.numel() == 0) return a;
+    const Tensor bt = as_dtype(b, t);
+    if (t == a.dtype() && !overlaps_differently(a, bt)) {
+        run_binary(op, a, a, bt);  // element i is read before it is written
+    } else {
+        Tensor tmp = empty(a.shape(), like(a, t));
+        run_binary(op, tmp, as_dtype(a, t), bt);
+        copy(a, tmp);
+    }
+    a.storage()->bump_version();
+    return a;
+}
+
+Tensor binary_(BinaryOp op, const Tensor& a, double s) {
+    const std::string name = std::string(op_name(op)) + "_";
+    EMBER_CHECK(a.defined(), name, ": undefined tensor");
+    const DType t = promote_with_scalar(a.dtype(), true);
+    check_inplace(name, a, t, {});
+    EMBER_INTERNAL_ASSERT(t ==
+                          a.dtype());  // t is floating, so a is, and a scalar does not widen it
+    if (a.numel() == 0) return a;
+    run_binary_scalar(op, a, a, s);
+    a.storage()->bump_version();
+    return a;
+}
+
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
+    const char* name = op_name(op);
+    check_same_device({&a, &b}, name);
+    const DType t = promote_types(a.dtype(), b.dtype());
+    Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), like(a, DType::boolean));
+    run_compare(op, out, as_dtype(a, t), as_dtype(b, t));
+    return out;
+}
+
+Tensor compare(CompareOp op, const Tensor& a, double s) {
+    EMBER_CHECK(a.defined(), op_name(op), ": undefined tensor");
+    const DType t = promote_with_scalar(a.dtype(), true);
+    Tensor out = empty(a.shape(), like(a, DType::boolean));
+    run_compare_scalar(op, out, as_dtype(a, t), s);
+    return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+    EMBER_CHECK(x.defined(), "clamp: undefined tensor");
+    EMBER_CHECK(lo || hi, "clamp: at least one of min and max must be given, for ", describe(x));
+    EMBER_CHECK(!(lo && std::isnan(*lo)) && !(hi && std::isnan(*hi)), "clamp: a bound is NaN (min ",
+                lo.value_or(-INFINITY), ", max ", hi.value_or(INFINITY), ") for ", describe(x));
+    EMBER_CHECK(x.dtype() != DType::boolean, "clamp: not supported for bool tensors, got ",
+                describe(x));
+    Tensor out = empty(x.shape(), like(x));
+    if (out.numel() == 0) return out;
+    const View o = view_of(out, "clamp"), i = view_of(x, "clamp");
+    switch (out.device().type) {
+        case DeviceType::cpu:
+            cpu::clamp(o, i, lo.value_or(-INFINITY), hi.value_or(INFINITY));
+            return out;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::clamp(o, i, lo, hi, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device("clamp", out.device());
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    check_same_device({&cond, &a, &b}, "where");
+    EMBER_CHECK(cond.dtype() == DType::boolean, "where: the condition must be a bool tensor, got ",
+                describe(cond));
+    EMBER_CHECK(broadcastable(cond.shape(), a.shape()) && broadcastable(cond.shape(), b.shape()) &&
+                    broadcastable(a.shape(), b.shape()),
+                "where: condition ", describe(cond), ", a ", describe(a), " and b ", describe(b),
+                " cannot be broadcast together");
+    const Shape shape =
+        broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+    const DType t = promote_types(a.dtype(), b.dtype());
+    Tensor out = empty(shape, like(a, t));
+    if (out.numel() == 0) return out;
+    const Tensor at = as_dtype(a, t), bt = as_dtype(b, t);  // alive while the views are used
+    const View o = view_of(out, "where"), c = broadcast_view(cond, shape, "where");
+    const View va = broadcast_view(at, shape, "where"), vb = broadcast_view(bt, shape, "where");
+    switch (out.device().type) {
+        case DeviceType::cpu: cpu::where(o, c, va, vb); return out;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            // cuda::where(o, c, va, vb, out.device().index) goes here.
+#endif
+            break;
+    }
+    unsupported_device("where", out.device());
+}
+
+// ---- Named ops ----
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::add, a, b); }
+Tensor add(const Tensor& a, double s) { return binary(BinaryOp::add, a, s); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::sub, a, b); }
+Tensor sub(const Tensor& a, double s) { return binary(BinaryOp::sub, a, s); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, a, b); }
+Tensor mul(const Tensor& a, double s) { return binary(BinaryOp::mul, a, s); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, a, b); }
+Tensor div(const Tensor& a, double s) { return binary(BinaryOp::div, a, s); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, a, b); }
+Tensor pow(const Tensor& a, double s) { return binary(BinaryOp::pow, a, s); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::maximum, a, b); }
+Tensor maximum(const Tensor& a, double s) { return binary(BinaryOp::maximum, a, s); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minimum, a, b); }
+Tensor minimum(const Tensor& a, double s) { return binary(BinaryOp::minimum, a, s); }
+
+Tensor add_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::add, a, b); }
+Tensor add_(const Tensor& a, double s) { return binary_(BinaryOp::add, a, s); }
+Tensor sub_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::sub, a, b); }
+Tensor sub_(const Tensor& a, double s) { return binary_(BinaryOp::sub, a, s); }
+Tensor mul_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::mul, a, b); }
+Tensor mul_(const Tensor& a, double s) { return binary_(BinaryOp::mul, a, s); }
+Tensor div_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::div, a, b); }
+Tensor div_(const Tensor& a, double s) { return binary_(BinaryOp::div, a, s); }
+
+Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
+Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::rsqrt, x); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
+Tensor gelu(const Tensor& x, GeluApprox approximate) {
+    return unary(approximate == GeluApprox::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(CompareOp::eq, a, b); }
+Tensor eq(const Tensor& a, double s) { return compare(CompareOp::eq, a, s); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(CompareOp::ne, a, b); }
+Tensor ne(const Tensor& a, double s) { return compare(CompareOp::ne, a, s); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(CompareOp::lt, a, b); }
+Tensor lt(const Tensor& a, double s) { return compare(CompareOp::lt, a, s); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(CompareOp::le, a, b); }
+Tensor le(const Tensor& a, double s) { return compare(CompareOp::le, a, s); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(CompareOp::gt, a, b); }
+Tensor gt(const Tensor& a, double s) { return compare(CompareOp::gt, a, s); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(CompareOp::ge, a, b); }
+Tensor ge(const Tensor& a, double s) { return compare(CompareOp::ge, a, s); }
+
+}  // namespace ember::kernels

@@ -59,3 +59,288 @@ EMBER_HD EMBER_INLINE Acc<T> load(T v) {
 }
 
 }  // namespace ember::math
+
+// ---- Elementwise ops ------------------------------------------------------
+// Each functor's operator() takes the accumulation type (Acc<T>) of the
+// tensor's dtype; the backends load, apply and cast back. No exceptions, no
+// host-only calls: these compile as CUDA device code unchanged.
+
+namespace ember::kernels {
+
+/// The elementwise families' ops; the front picks one, each backend's switch
+/// maps it to the functor below of the same name.
+enum class UnaryOp { neg, abs, exp, log, sqrt, rsqrt, relu, gelu, gelu_tanh, sigmoid, tanh };
+enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum };
+enum class CompareOp { eq, ne, lt, le, gt, ge };
+
+}  // namespace ember::kernels
+
+namespace ember::math {
+
+/// Integer types whose arithmetic wraps modulo 2^bits in ember (bool excluded).
+template <class T>
+inline constexpr bool is_wrapping_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// Note [Integer overflow]: ember's integer arithmetic wraps (two's complement),
+// as PyTorch's does in practice. Signed overflow is undefined in C++, so the
+// integer paths compute in the unsigned type of the same width, where wrapping
+// is defined; the conversion back is modular since C++20. The unsigned forms
+// vectorize exactly like the signed ones.
+template <class T>
+using Wrap = std::make_unsigned_t<T>;
+
+struct Add {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (std::is_same_v<T, bool>)
+            return a || b;
+        else if constexpr (is_wrapping_v<T>)
+            return T(Wrap<T>(a) + Wrap<T>(b));
+        else
+            return a + b;
+    }
+};
+
+struct Sub {  // bool is rejected by the front
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (is_wrapping_v<T>)
+            return T(Wrap<T>(a) - Wrap<T>(b));
+        else
+            return a - b;
+    }
+};
+
+struct Mul {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (std::is_same_v<T, bool>)
+            return a && b;
+        else if constexpr (is_wrapping_v<T>)
+            return T(Wrap<T>(a) * Wrap<T>(b));
+        else
+            return a * b;
+    }
+};
+
+struct Div {  // true division: the front computes integer inputs in f32
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        return a / b;
+    }
+};
+
+/// Integer power by squaring, wrapping on overflow. A negative exponent gives
+/// the truncated 1 / base^-e: 1 for base 1, ±1 for base -1, else 0 (device
+/// code cannot raise PyTorch's error).
+template <class T>
+EMBER_HD EMBER_INLINE T int_pow(T base, T e) {
+    if constexpr (std::is_signed_v<T>) {
+        if (e < 0) return base == 1 ? T(1) : base == -1 ? ((e & 1) ? T(-1) : T(1)) : T(0);
+    }
+    Wrap<T> result = 1, b = Wrap<T>(base);
+    for (; e != 0; e = T(e >> 1)) {
+        if (e & 1) result = Wrap<T>(result * b);
+        b = Wrap<T>(b * b);
+    }
+    return T(result);
+}
+
+struct Pow {  // bool is rejected by the front
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (is_wrapping_v<T>)
+            return int_pow(a, b);
+        else
+            return std::pow(a, b);
+    }
+};
+
+// maximum/minimum propagate NaN (as torch.maximum does); `a != a` is the NaN
+// test that also compiles to a vector compare. The select has no branch.
+struct Maximum {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (std::is_floating_point_v<T>)
+            return (a > b || a != a) ? a : b;
+        else
+            return a > b ? a : b;
+    }
+};
+
+struct Minimum {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T a, T b) const {
+        if constexpr (std::is_floating_point_v<T>)
+            return (a < b || a != a) ? a : b;
+        else
+            return a < b ? a : b;
+    }
+};
+
+struct Neg {  // bool is rejected by the front
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        if constexpr (is_wrapping_v<T>)
+            return T(Wrap<T>(0) - Wrap<T>(x));
+        else
+            return -x;
+    }
+};
+
+struct Abs {  // abs(INT_MIN) wraps to INT_MIN, as in PyTorch
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        if constexpr (std::is_unsigned_v<T>)
+            return x;
+        else if constexpr (is_wrapping_v<T>)
+            return x < 0 ? Neg{}(x) : x;
+        else
+            return std::abs(x);
+    }
+};
+
+/// max(x, 0) with NaN propagated (relu(NaN) = NaN, as in PyTorch): the
+/// comparison is false for NaN, so x passes through.
+struct Relu {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        if constexpr (std::is_unsigned_v<T>)
+            return x;
+        else
+            return x < T(0) ? T(0) : x;
+    }
+};
+
+/// Clamp to [lo, hi]; an absent bound is ±inf or the integer's limit. NaN
+/// passes through; lo > hi gives hi (as torch.clamp).
+template <class T>
+struct Clamp {
+    T lo, hi;
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        const T y = x < lo ? lo : x;
+        return y > hi ? hi : y;
+    }
+};
+
+struct Exp {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return std::exp(x);
+    }
+};
+
+struct Log {  // log(0) = -inf, log(x < 0) = NaN
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return std::log(x);
+    }
+};
+
+struct Sqrt {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return std::sqrt(x);
+    }
+};
+
+struct Rsqrt {  // rsqrt(0) = inf
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return T(1) / std::sqrt(x);
+    }
+};
+
+struct Sigmoid {  // exp(-x) overflows to inf for x < -88 (f32), giving exactly 0
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return T(1) / (T(1) + std::exp(-x));
+    }
+};
+
+struct Tanh {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return std::tanh(x);
+    }
+};
+
+/// Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))).
+struct Gelu {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    }
+};
+
+/// GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+/// computed as the identical x * sigmoid(2u) = x / (1 + exp(-2u)): one exp is
+/// several times cheaper than tanh on the CPU. As the tanh form: -> 0 for very
+/// negative x (exp overflows to inf), -> x for large x, inf at inf, NaN at -inf.
+struct GeluTanh {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        const T two_u = T(1.5957691216057307118) * (x + T(0.044715) * x * x * x);
+        return x / (T(1) + std::exp(-two_u));
+    }
+};
+
+// Comparisons return bool; NaN compares unequal to everything (IEEE).
+struct Eq {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a == b;
+    }
+};
+struct Ne {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a != b;
+    }
+};
+struct Lt {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a < b;
+    }
+};
+struct Le {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a <= b;
+    }
+};
+struct Gt {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a > b;
+    }
+};
+struct Ge {
+    template <class T>
+    EMBER_HD EMBER_INLINE bool operator()(T a, T b) const {
+        return a >= b;
+    }
+};
+
+/// cond ? a : b on stored values (no conversion, so it works on f16/bf16 bits).
+struct Where {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(bool cond, T a, T b) const {
+        return cond ? a : b;
+    }
+};
+
+/// A binary functor with its right operand fixed to a scalar: add(t, 2.0)
+/// without a broadcast tensor for the 2.0.
+template <class F, class S>
+struct RightScalar {
+    F f;
+    S s;
+    template <class T>
+    EMBER_HD EMBER_INLINE auto operator()(T a) const {
+        return f(a, s);
+    }
+};
+
+}  // namespace ember::math
