@@ -11,6 +11,9 @@
 #include "kernels/copy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/front.h"
+#if EMBER_WITH_CUDA
+#include "kernels/cuda/elementwise.h"
+#endif
 
 namespace ember::kernels {
 
@@ -117,8 +120,8 @@ void run_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
         case DeviceType::cpu: cpu::unary(op, o, i); return;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // No CUDA kernel yet: cuda::unary(op, o, i, out.device().index) goes
-            // here once kernels/cuda/elementwise.cu exists (same for each op below).
+            cuda::unary(op, o, i, out.device().index);
+            return;
 #endif
             break;
     }
@@ -134,7 +137,8 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
         case DeviceType::cpu: cpu::binary(op, o, va, vb); return;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::binary(op, o, va, vb, out.device().index) goes here.
+            cuda::binary(op, o, va, vb, out.device().index);
+            return;
 #endif
             break;
     }
@@ -148,7 +152,8 @@ void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double s
         case DeviceType::cpu: cpu::binary_scalar(op, o, va, s); return;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::binary_scalar(op, o, va, s, out.device().index) goes here.
+            cuda::binary_scalar(op, o, va, s, out.device().index);
+            return;
 #endif
             break;
     }
@@ -164,7 +169,8 @@ void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor&
         case DeviceType::cpu: cpu::compare(op, o, va, vb); return;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::compare(op, o, va, vb, out.device().index) goes here.
+            cuda::compare(op, o, va, vb, out.device().index);
+            return;
 #endif
             break;
     }
@@ -178,7 +184,8 @@ void run_compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double
         case DeviceType::cpu: cpu::compare_scalar(op, o, va, s); return;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::compare_scalar(op, o, va, s, out.device().index) goes here.
+            cuda::compare_scalar(op, o, va, s, out.device().index);
+            return;
 #endif
             break;
     }
@@ -281,7 +288,8 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
             return out;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::clamp(o, i, lo, hi, out.device().index) goes here.
+            cuda::clamp(o, i, lo.value_or(-INFINITY), hi.value_or(INFINITY), out.device().index);
+            return out;
 #endif
             break;
     }
@@ -308,7 +316,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         case DeviceType::cpu: cpu::where(o, c, va, vb); return out;
         case DeviceType::cuda:
 #if EMBER_WITH_CUDA
-            // cuda::where(o, c, va, vb, out.device().index) goes here.
+            cuda::where(o, c, va, vb, out.device().index);
+            return out;
 #endif
             break;
     }
