@@ -5,5 +5,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/host_cache.h"
 #include "core/tensor.h"
 #include "kernels/factories.h"

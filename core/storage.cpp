@@ -2,10 +2,8 @@
 // in core/cuda_runtime.cpp when the CUDA backend is built.
 #include "core/storage.h"
 
-#include <cstdlib>
-#include <new>
-
 #include "core/error.h"
+#include "core/host_cache.h"
 
 namespace ember {
 
@@ -17,12 +15,9 @@ Allocation allocate_pinned(size_t nbytes);
 
 namespace {
 Allocation allocate_cpu(size_t nbytes) {
-    // aligned_alloc wants a multiple of the alignment; round up, and never ask for 0 bytes.
-    const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    EMBER_CHECK(rounded >= nbytes, "allocation of ", nbytes, " bytes overflows");
-    void* p = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-    EMBER_CHECK(p != nullptr, "out of host memory: could not allocate ", nbytes, " bytes");
-    return {p, [](void* q) { std::free(q); }};
+    size_t capacity = 0;
+    void* p = detail::host_cache_allocate(nbytes, &capacity);
+    return {p, [capacity](void* q) { detail::host_cache_free(q, capacity); }};
 }
 }  // namespace
 

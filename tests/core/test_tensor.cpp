@@ -81,3 +81,30 @@ TEST_CASE("printing shows dtype, device, shape and values", "[tensor]") {
     os << arange(3);
     CHECK(os.str() == "Tensor(f32, cpu, [3]) {0, 1, 2}");
 }
+
+TEST_CASE("large host blocks are reused through the host cache", "[tensor][allocator]") {
+    empty_host_cache();
+    const HostCacheStats before = host_cache_stats();
+    void* first;
+    {
+        Tensor a = empty({3 << 20});  // 12 MiB
+        first = a.data_ptr();
+    }
+    CHECK(host_cache_stats().cached_bytes >= size_t(12) << 20);
+    Tensor b = empty({3 << 20});
+    CHECK(b.data_ptr() == first);
+    const HostCacheStats after = host_cache_stats();
+    CHECK(after.hits == before.hits + 1);
+    CHECK(after.misses == before.misses + 1);
+    // A slightly smaller request falls in the same size class.
+    Tensor c = empty({(3 << 20) - 1000});
+    CHECK(c.data_ptr() != first);  // b still holds the first block
+    b = Tensor();
+    Tensor d = empty({(3 << 20) - 1000});
+    CHECK(d.data_ptr() == first);
+    CHECK(reinterpret_cast<uintptr_t>(d.data_ptr()) % kCpuAlignment == 0);
+    d = Tensor();
+    c = Tensor();
+    empty_host_cache();
+    CHECK(host_cache_stats().cached_bytes == 0);
+}
