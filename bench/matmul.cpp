@@ -1,8 +1,171 @@
-// Benchmarks for the matmul family.
+// matmul family: ember's matmul against Eigen called directly on the same
+// buffers in the same run (the limit). FLOPs 2·M·N·K per matrix; bytes are
+// not the limit here. Rows: square and tall-times-wide GEMMs (front, kernel
+// into a reused buffer, transposed right operand read in place) and a batch
+// of small matrices.
+#include "kernels/cpu/matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
 #include "bench/bench.h"
+#include "ember.h"
+#include "kernels/front.h"
+#include "kernels/matmul.h"
+
+// GCC 12 false positive inside Eigen's AVX-512 packing (see kernels/cpu/matmul.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
 
 namespace ember::bench {
 
-void run_matmul(const Options&, Report&) {}
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ColMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// Checks c[b] = a[b] · b[b] at sampled entries against f64 dot products; a,
+// c contiguous [B, M, K] / [B, M, N]; b is [B, K, N] with element strides
+// (sk, sn) inside a matrix (a transposed view has sk = 1).
+void validate(const Tensor& c, const Tensor& a, const Tensor& b, const char* what) {
+    const int64_t nb = c.dim() == 3 ? c.size(0) : 1, m = a.size(-2), k = a.size(-1), n = c.size(-1);
+    const int64_t sk = b.stride(-2), sn = b.stride(-1), sb = b.dim() == 3 ? b.stride(0) : 0;
+    const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
+    for (int s = 0; s < 64; ++s) {
+        const int64_t t = (s * 7) % nb, i = (s * 131 + 3) % m, j = (s * 71 + 5) % n;
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+            const double x = double(pa[(t * m + i) * k + p]) * double(pb[t * sb + p * sk + j * sn]);
+            want += x;
+            mag += std::abs(x);
+        }
+        const double got = pc[(t * m + i) * n + j];
+        if (std::abs(got - want) > 1e-5 * mag + 1e-6)
+            EMBER_FAIL("bench matmul: ", what, " is wrong at [", t, ", ", i, ", ", j, "]: got ",
+                       got, ", expected ", want);
+    }
+}
+
+// Median times in ms of each function, timed in turn within every repeat so
+// that a change in machine load (other builds on a shared box) hits all alike.
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
+                                          const Options& o) {
+    for (int i = 0; i < o.warmup; ++i)
+        for (const auto& f : fs) f();
+    std::vector<std::vector<double>> t(fs.size());
+    for (int i = 0; i < std::max(1, o.repeats); ++i)
+        for (size_t j = 0; j < fs.size(); ++j) {
+            const auto start = std::chrono::steady_clock::now();
+            fs[j]();
+            const auto end = std::chrono::steady_clock::now();
+            t[j].push_back(std::chrono::duration<double, std::milli>(end - start).count());
+        }
+    std::vector<double> med;
+    for (auto& v : t) {
+        std::sort(v.begin(), v.end());
+        med.push_back(v[v.size() / 2]);
+    }
+    return med;
+}
+
+std::string mnk(int64_t m, int64_t n, int64_t k) {
+    return std::to_string(m) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" +
+           std::to_string(n);
+}
+
+// Rows for one GEMM shape: Eigen direct (the limit), ember's matmul (which
+// allocates its output), the CPU kernel into a reused buffer, and matmul with
+// a transposed right operand against Eigen on the same column-major buffer.
+void gemm_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
+    const Tensor a = rand({m, k}), b = rand({k, n}), bt = rand({n, k});
+    Tensor c = empty({m, n}), d = empty({m, n});
+    Eigen::Map<const RowMat> A(a.data<float>(), m, k), B(b.data<float>(), k, n);
+    Eigen::Map<const ColMat> Bt(bt.data<float>(), k, n);  // bt read as its transpose
+    Eigen::Map<RowMat> C(c.data<float>(), m, n);
+    const kernels::View vd = kernels::view_of(d), va = kernels::view_of(a),
+                        vb = kernels::view_of(b);
+    const double flop = 2.0 * double(m) * double(n) * double(k);
+
+    C.noalias() = A * B;
+    validate(c, a, b, "Eigen direct");
+    validate(kernels::matmul(a, b), a, b, "ember matmul");
+    kernels::cpu::matmul(vd, va, vb);
+    validate(d, a, b, "cpu::matmul");
+    validate(kernels::matmul(a, bt.t()), a, bt.t(), "ember matmul(a, b.t())");
+
+    const std::vector<double> ms = interleaved_median_ms(
+        {[&] { C.noalias() = A * B; }, [&] { (void)kernels::matmul(a, b); },
+         [&] { kernels::cpu::matmul(vd, va, vb); }, [&] { C.noalias() = A * Bt; },
+         [&] { (void)kernels::matmul(a, bt.t()); }},
+        o);
+    char lim[64], lim_t[64];
+    std::snprintf(lim, sizeof lim, "Eigen %.1f GFLOP/s", flop / (ms[0] * 1e6));
+    std::snprintf(lim_t, sizeof lim_t, "Eigen %.1f GFLOP/s", flop / (ms[3] * 1e6));
+    const std::string shape = mnk(m, n, k);
+    auto row = [&](const char* kernel, double t, double limit_ms, const char* limit) {
+        rep.add({"matmul", kernel, shape, t, -1, flop / (t * 1e6), limit_ms / t, limit});
+    };
+    row("Eigen direct (limit)", ms[0], ms[0], lim);
+    row("matmul f32", ms[1], ms[0], lim);
+    row("  cpu kernel, reused out", ms[2], ms[0], lim);
+    row("matmul f32, b.t()", ms[4], ms[3], lim_t);
+}
+
+// A batch of small matrices: ember's bmm against the better of two direct
+// Eigen loops (sequential with Eigen threading each product, or one matrix
+// per OpenMP thread).
+void batched_rows(const Options& o, Report& rep, int64_t nb, int64_t s) {
+    const Tensor a = rand({nb, s, s}), b = rand({nb, s, s});
+    Tensor c = empty({nb, s, s});
+    auto product = [&](int64_t t) {
+        Eigen::Map<const RowMat> A(a.data<float>() + t * s * s, s, s),
+            B(b.data<float>() + t * s * s, s, s);
+        Eigen::Map<RowMat> C(c.data<float>() + t * s * s, s, s);
+        C.noalias() = A * B;
+    };
+    auto sequential = [&] {
+        for (int64_t t = 0; t < nb; ++t) product(t);
+    };
+    auto per_thread = [&] {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < nb; ++t) product(t);
+    };
+    per_thread();
+    validate(c, a, b, "Eigen batched loop");
+    validate(kernels::bmm(a, b), a, b, "ember bmm");
+
+    const double flop = 2.0 * double(nb) * double(s) * double(s) * double(s);
+    const std::string shape = shape_str({nb, s, s}) + " @ " + shape_str({nb, s, s});
+    const std::vector<double> ms =
+        interleaved_median_ms({sequential, per_thread, [&] { (void)kernels::bmm(a, b); }}, o);
+    const double seq_ms = ms[0], par_ms = ms[1];
+    const double best = std::min(seq_ms, par_ms);
+    char lim[64];
+    std::snprintf(lim, sizeof lim, "Eigen loop %.1f GFLOP/s", flop / (best * 1e6));
+    rep.add({"matmul", "Eigen loop, sequential", shape, seq_ms, -1, flop / (seq_ms * 1e6),
+             best / seq_ms, lim});
+    rep.add({"matmul", "Eigen loop, omp batch", shape, par_ms, -1, flop / (par_ms * 1e6),
+             best / par_ms, lim});
+    rep.add({"matmul", "bmm f32", shape, ms[2], -1, flop / (ms[2] * 1e6), best / ms[2], lim});
+}
+
+}  // namespace
+
+void run_matmul(const Options& o, Report& rep) {
+    if (o.quick) {
+        gemm_rows(o, rep, 256, 256, 256);
+        gemm_rows(o, rep, 512, 256, 512);
+        batched_rows(o, rep, 8, 128);
+        return;
+    }
+    gemm_rows(o, rep, 1024, 1024, 1024);
+    gemm_rows(o, rep, 4096, 1024, 4096);
+    batched_rows(o, rep, 64, 256);
+}
 
 }  // namespace ember::bench

@@ -1,2 +1,146 @@
-// matmul front functions.
+// Front for the matrix products: argument checks (shapes, dtypes and devices
+// in the message), torch.matmul's promotion of 1-d operands and broadcasting
+// of batch dims, output allocation, then a plain switch on the device. Every
+// product funnels into `product`, which funnels into one backend call.
 #include "kernels/matmul.h"
+
+#include <algorithm>
+
+#include "kernels/copy.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/front.h"
+
+namespace ember::kernels {
+
+namespace {
+
+// f16/bf16 are multiplied in f32 and rounded once at the end.
+DType compute_dtype(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
+
+// All operands defined, on one device, of one dtype the products support.
+void check_operands(std::initializer_list<const Tensor*> ts, const char* op) {
+    check_same_device(ts, op);
+    const Tensor& first = **ts.begin();
+    for (const Tensor* t : ts)
+        EMBER_CHECK(t->dtype() == first.dtype(), op, ": expected operands of one dtype, got ",
+                    describe(first), " and ", describe(*t));
+    const DType t = first.dtype();
+    EMBER_CHECK(is_floating(t) || t == DType::i32 || t == DType::i64, op, ": dtype ", dtype_name(t),
+                " is not supported (f32, f64, f16, bf16, i32, i64), got ", describe(first));
+}
+
+Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+bool broadcastable(const Shape& x, const Shape& y) {
+    for (size_t i = 1; i <= std::min(x.size(), y.size()); ++i) {
+        const int64_t p = x[x.size() - i], q = y[y.size() - i];
+        if (p != q && p != 1 && q != 1) return false;
+    }
+    return true;
+}
+
+// t ready for the GEMM, in dtype `ct`: read in place when one of its matrix
+// strides is 1 (a transposed view included); a copy only when neither is.
+Tensor gemm_operand(const Tensor& t, DType ct) {
+    if (t.dtype() != ct) return cast(t, ct);  // contiguous already
+    const int64_t n = t.dim();
+    if (cpu::matrix_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)))
+        return t;
+    return t.contiguous();
+}
+
+// out (=|+=) a · b on out's device; the operands' batch dims already agree.
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate,
+               const char* op) {
+    switch (out.device().type) {
+        case DeviceType::cpu:
+            cpu::matmul(view_of(out, op), view_of(a, op), view_of(b, op), accumulate);
+            return;
+        case DeviceType::cuda:
+            // cuBLAS goes here: cublasGemmStridedBatchedEx when the batch strides
+            // are uniform, cublasLt with a bias epilogue for addmm/linear.
+            break;
+    }
+    unsupported_device(op, out.device());
+}
+
+// a · b (+ c) for operands of >= 2 dims whose batch dims broadcast; c, when
+// defined, broadcasts to the result and is its starting value. a0 and b0 are
+// the caller's tensors, named in messages.
+Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& a0,
+               const Tensor& b0, const char* op) {
+    const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+    EMBER_CHECK(b.size(-2) == k, op, ": cannot multiply ", describe(a0), " by ", describe(b0),
+                ": inner dims ", k, " and ", b.size(-2), " differ");
+    EMBER_CHECK(broadcastable(batch_dims(a), batch_dims(b)), op, ": batch dims of ", describe(a0),
+                " and ", describe(b0), " do not broadcast");
+    const Shape batch = broadcast_shapes(batch_dims(a), batch_dims(b), op);
+    Shape shape = batch, sa = batch, sb = batch;
+    shape.insert(shape.end(), {m, n});
+    sa.insert(sa.end(), {m, k});
+    sb.insert(sb.end(), {k, n});
+    if (c.defined())
+        EMBER_CHECK(c.dim() <= int64_t(shape.size()) && broadcastable(c.shape(), shape) &&
+                        broadcast_shapes(c.shape(), shape, op) == shape,
+                    op, ": ", describe(c), " does not broadcast to the product's shape ",
+                    shape_str(shape));
+
+    const DType dt = a.dtype(), ct = compute_dtype(dt);
+    Tensor out = empty(shape, like(a, ct));
+    if (c.defined()) copy(out, c);
+    if (out.numel() > 0)
+        gemm_into(out, gemm_operand(a, ct).expand(sa), gemm_operand(b, ct).expand(sb), c.defined(),
+                  op);
+    return ct == dt ? out : cast(out, dt);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+    check_operands({&a, &b}, "matmul");
+    EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ",
+                describe(a), " and ", describe(b));
+    // A 1-d operand is a row vector on the left, a column vector on the right;
+    // the added dim is removed from the result.
+    Tensor out = product(a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b,
+                         Tensor(), a, b, "matmul");
+    if (a.dim() == 1) out = out.squeeze(-2);
+    if (b.dim() == 1) out = out.squeeze(-1);
+    return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+    check_operands({&a, &b}, "bmm");
+    EMBER_CHECK(a.dim() == 3 && b.dim() == 3,
+                "bmm: expected 3-d operands [B, M, K] and [B, K, N], got ", describe(a), " and ",
+                describe(b));
+    EMBER_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", describe(a), " and ",
+                describe(b));
+    return product(a, b, Tensor(), a, b, "bmm");
+}
+
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
+    check_operands({&c, &a, &b}, "addmm");
+    EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-d operands, got ", describe(a),
+                " and ", describe(b));
+    return product(a, b, c, a, b, "addmm");
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+    if (bias.defined())
+        check_operands({&x, &w, &bias}, "linear");
+    else
+        check_operands({&x, &w}, "linear");
+    EMBER_CHECK(w.dim() == 2, "linear: expected a 2-d weight [out, in], got ", describe(w));
+    EMBER_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ", describe(x),
+                " does not end in the ", w.size(1), " input features of weight ", describe(w));
+    EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)),
+                "linear: expected bias [", w.size(0), "] for weight ", describe(w), ", got ",
+                describe(bias));
+    // x [..., in] · wᵀ: wᵀ is a column-major view of w, shared by every row of
+    // x, so the GEMM runs as one [rows, in] · [in, out] product when x's rows stack.
+    if (x.dim() == 1) return product(x.unsqueeze(0), w.t(), bias, x, w, "linear").squeeze(0);
+    return product(x, w.t(), bias, x, w, "linear");
+}
+
+}  // namespace ember::kernels

@@ -1,2 +1,30 @@
-// matmul kernels (front declarations).
+// Matrix products: matmul (torch.matmul semantics), bmm, addmm and linear.
+// Each returns a new tensor; the operands may be any views (a transposed
+// operand is read in place, only an operand strided in both matrix dims is
+// copied). docs/linalg.md lists the dtypes and the threading.
 #pragma once
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+/// The product of a and b as torch.matmul: 1-d·1-d is a dot product (0-d
+/// result); 2-d·2-d a matrix product; a 1-d operand is a row (left) or a
+/// column (right) vector whose dim is removed from the result; with a 3-d or
+/// larger operand the leading dims are batch dims and broadcast. Both
+/// operands have the same dtype: f32, f64, f16/bf16 (computed in f32 and
+/// rounded once), i32 or i64 (exact; overflow is not checked).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+/// Strict batched product: a [B, M, K] · b [B, K, N] -> [B, M, N] (no broadcasting).
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+/// c + a · b for 2-d a [M, K] and b [K, N]; c broadcasts to [M, N] (a bias
+/// row [N], a column [M, 1], a full [M, N]). Same dtype for all three.
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
+
+/// The linear layer y = x · wᵀ + bias with x [..., in], w [out, in] and bias
+/// [out] or undefined; y is [..., out]. w is read transposed in place.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+}  // namespace ember::kernels

@@ -1,2 +1,129 @@
-// pool front functions.
+// Front for 2-d pooling: window checks with PyTorch's rules and messages that
+// name the input, output sizes, allocation, and a switch on the device. A
+// 3-d [C, H, W] input is pooled as a batch of one.
 #include "kernels/pool.h"
+
+#include "kernels/cpu/pool.h"
+#include "kernels/front.h"
+
+namespace ember::kernels {
+
+namespace {
+
+std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
+
+void check_input(const Tensor& input, const char* op) {
+    EMBER_CHECK(input.defined(), op, ": undefined input");
+    EMBER_CHECK(input.dim() == 3 || input.dim() == 4, op,
+                ": expected input [N, C, H, W] or [C, H, W], got ", describe(input));
+    check_floating(input, op);
+}
+
+// Input seen as 4-d.
+Tensor batched(const Tensor& input) { return input.dim() == 3 ? input.unsqueeze(0) : input; }
+// A 4-d result shaped like the caller's input.
+Tensor unbatched(const Tensor& out, const Tensor& input) {
+    return input.dim() == 3 ? out.squeeze(0) : out;
+}
+
+// PyTorch's pooling output size: floor (or ceil) of the span over the
+// stride, plus one; with ceil_mode a last window starting in the right
+// padding is dropped.
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+    const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;  // floor division
+    if (ceil_mode && (out - 1) * s >= in + p) --out;
+    return out;
+}
+
+// Checks a window and returns it with the output shape [N, C, OH, OW] of the 4-d input x.
+cpu::Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding,
+                              Int2 dilation, bool ceil_mode, const char* op, Shape* out) {
+    if (stride[0] == 0 && stride[1] == 0) stride = kernel;
+    EMBER_CHECK(kernel[0] >= 1 && kernel[1] >= 1 && stride[0] >= 1 && stride[1] >= 1 &&
+                    dilation[0] >= 1 && dilation[1] >= 1,
+                op, ": expected kernel, stride and dilation >= 1, got kernel ", pair_str(kernel),
+                ", stride ", pair_str(stride), ", dilation ", pair_str(dilation));
+    EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 &&
+                    padding[1] <= kernel[1] / 2,
+                op, ": padding ", pair_str(padding), " must be between 0 and half the kernel ",
+                pair_str(kernel));
+    const int64_t oh =
+        pooled_size(x.size(2), kernel[0], stride[0], padding[0], dilation[0], ceil_mode);
+    const int64_t ow =
+        pooled_size(x.size(3), kernel[1], stride[1], padding[1], dilation[1], ceil_mode);
+    EMBER_CHECK(oh >= 1 && ow >= 1, op, ": output size ", oh, "x", ow, " is too small for input ",
+                describe(x), " (kernel ", pair_str(kernel), ", stride ", pair_str(stride),
+                ", padding ", pair_str(padding), ", dilation ", pair_str(dilation), ")");
+    *out = {x.size(0), x.size(1), oh, ow};
+    return {kernel[0],  kernel[1],  stride[0],   stride[1],
+            padding[0], padding[1], dilation[0], dilation[1]};
+}
+
+}  // namespace
+
+MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding,
+                           Int2 dilation, bool ceil_mode) {
+    check_input(input, "max_pool2d");
+    const Tensor x = batched(input);
+    Shape shape;
+    const cpu::Pool2dWindow w =
+        make_window(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d", &shape);
+    Tensor values = empty(shape, like(x)), indices = empty(shape, like(x, DType::i64));
+    if (values.numel() > 0) {
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::max_pool2d(view_of(values), view_of(indices), view_of(x), w);
+                break;
+            case DeviceType::cuda:
+                // cudnnPoolingForward cannot return indices: a hand-written
+                // kernel (one thread per output) goes here.
+                unsupported_device("max_pool2d", x.device());
+        }
+    }
+    return {unbatched(values, input), unbatched(indices, input)};
+}
+
+Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding, bool ceil_mode,
+                  bool count_include_pad) {
+    check_input(input, "avg_pool2d");
+    const Tensor x = batched(input);
+    Shape shape;
+    const cpu::Pool2dWindow w =
+        make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d", &shape);
+    Tensor out = empty(shape, like(x));
+    if (out.numel() > 0) {
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::avg_pool2d(view_of(out), view_of(x), w, count_include_pad);
+                break;
+            case DeviceType::cuda:
+                // cudnnPoolingForward (AVERAGE_COUNT_INCLUDE/EXCLUDE_PADDING) goes here.
+                unsupported_device("avg_pool2d", x.device());
+        }
+    }
+    return unbatched(out, input);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
+    check_input(input, "adaptive_avg_pool2d");
+    const Tensor x = batched(input);
+    EMBER_CHECK(output_size[0] >= 1 && output_size[1] >= 1, "adaptive_avg_pool2d: output size ",
+                pair_str(output_size), " must be at least 1x1");
+    EMBER_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "adaptive_avg_pool2d: input ", describe(input),
+                " has an empty plane");
+    Tensor out = empty({x.size(0), x.size(1), output_size[0], output_size[1]}, like(x));
+    if (out.numel() > 0) {
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::adaptive_avg_pool2d(view_of(out), view_of(x));
+                break;
+            case DeviceType::cuda:
+                // A hand-written kernel goes here (the windows overlap, cuDNN has none).
+                unsupported_device("adaptive_avg_pool2d", x.device());
+        }
+    }
+    return unbatched(out, input);
+}
+
+}  // namespace ember::kernels

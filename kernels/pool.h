@@ -1,2 +1,39 @@
-// pool kernels (front declarations).
+// 2-d pooling forward: max (with the argmax indices its backward needs),
+// average and adaptive average, with PyTorch's output sizes and rules.
 #pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+/// A (height, width) pair; the same alias as in kernels/conv.h.
+using Int2 = std::array<int64_t, 2>;
+
+/// What max_pool2d returns: the maxima and, for each, the flat index y·W + x
+/// of the chosen element within its H×W input plane (i64), as PyTorch.
+struct MaxPool2dResult {
+    Tensor values;
+    Tensor indices;
+};
+
+/// Max pooling over input [N, C, H, W] or [C, H, W] (f32, f64, f16, bf16).
+/// `stride` {0, 0} (the default) means stride = kernel, like PyTorch's
+/// stride=None. Padding is implicit -inf and at most half the kernel; OH =
+/// ⌊(H + 2·ph − dh·(kH − 1) − 1) / sh⌋ + 1 (⌈⌉ with ceil_mode, dropping a
+/// last window that would start in the right padding). Output size < 1 is an error.
+MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride = {0, 0},
+                           Int2 padding = {0, 0}, Int2 dilation = {1, 1}, bool ceil_mode = false);
+
+/// Average pooling with the same sizes as max_pool2d (no dilation). The
+/// divisor counts zero padding when count_include_pad, else only input elements.
+Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride = {0, 0}, Int2 padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+
+/// Average pooling to a fixed output size {OH, OW}: output row y averages
+/// input rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉) (windows may overlap), same for columns.
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+
+}  // namespace ember::kernels

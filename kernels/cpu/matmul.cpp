@@ -1,2 +1,183 @@
-// CPU matmul kernels.
-#include "kernels/matmul.h"
+// CPU (batched) GEMM through Eigen, on the operands' own memory.
+//
+// Math:    out[b] (=|+=) a[b] · b[b] for every batch index b; M×K by K×N.
+// Layout:  a, b row- or column-major with any leading dimension (a transposed
+//          view maps as the other order, no copy); out row-major. Batch dims
+//          may have stride 0 (broadcast). Dtypes f32, f64, i32, i64 (the
+//          front computes f16/bf16 in f32).
+// Cost:    2·B·M·N·K FLOPs; (B·M·K + B·K·N + B·M·N)·sizeof(T) bytes at least.
+// Threads: one big GEMM (or a batch whose right operand is shared, folded
+//          into one) is threaded by Eigen's OpenMP; a batch of small matrices
+//          runs one matrix per thread, Eigen staying single-threaded inside
+//          an OpenMP team. Test: tests/kernels/test_matmul.cpp; benchmark:
+//          bench/matmul.cpp ("matmul" family).
+#include "kernels/cpu/matmul.h"
+
+#include <omp.h>
+
+// GCC 12 flags AVX-512 intrinsics inside Eigen's GEMM packing as "maybe
+// uninitialized" (a known false positive); keep the build log readable.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+
+#include "core/error.h"
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+// A batch whose per-matrix work is at most this (M·N·K) runs one matrix per
+// thread; above it Eigen's own threading of each GEMM is as good (and stays
+// good when there are fewer matrices than threads).
+constexpr int64_t kBatchParallelMaxMNK = int64_t(1) << 27;  // 512³
+// Below this much work in total (B·M·N·K) a batch runs on one thread: an
+// OpenMP team costs microseconds, far more on a busy machine.
+constexpr int64_t kBatchParallelMinWork = int64_t(1) << 18;
+
+template <class T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+template <class M>
+using ConstMap = Eigen::Map<const M, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+struct GemmShape {
+    int64_t m, n, k;
+    MatrixLayout la, lb;
+    int64_t ldc;
+    bool accumulate;
+};
+
+// Calls f with an Eigen map of the matrix at p; the layout picks the map type.
+template <class T, class F>
+void with_map(const T* p, int64_t rows, int64_t cols, MatrixLayout l, F&& f) {
+    if (l.row_major)
+        f(ConstMap<RowMajor<T>>(p, rows, cols, Eigen::OuterStride<>(l.ld)));
+    else
+        f(ConstMap<ColMajor<T>>(p, rows, cols, Eigen::OuterStride<>(l.ld)));
+}
+
+// One GEMM: c (=|+=) a · b.
+template <class T>
+void gemm(T* c, const T* a, const T* b, const GemmShape& s) {
+    Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>> C(c, s.m, s.n,
+                                                                      Eigen::OuterStride<>(s.ldc));
+    if (s.k == 0) {  // an empty sum; Eigen would agree, but say it plainly
+        if (!s.accumulate) C.setZero();
+        return;
+    }
+    with_map(a, s.m, s.k, s.la, [&](const auto& A) {
+        with_map(b, s.k, s.n, s.lb, [&](const auto& B) {
+            if (s.accumulate)
+                C.noalias() += A * B;
+            else
+                C.noalias() = A * B;
+        });
+    });
+}
+
+// Element offset of flat batch index i in a view whose first `nb` dims are the batch.
+int64_t batch_offset(const View& v, int nb, int64_t i) {
+    int64_t off = 0;
+    for (int d = nb - 1; d >= 0; --d) {
+        off += (i % v.shape[d]) * v.strides[d];
+        i /= v.shape[d];
+    }
+    return off;
+}
+
+// If dims [0, ndim-1) of v (batch dims and rows) step through memory as one
+// evenly strided run of rows, returns that row stride (any value when there
+// is only one row); otherwise nullopt.
+std::optional<int64_t> folded_row_stride(const View& v) {
+    std::optional<int64_t> stride;
+    int64_t next = 0;  // the stride the next outer non-1 dim must have
+    for (int d = v.ndim - 2; d >= 0; --d) {
+        if (v.shape[d] == 1) continue;
+        if (!stride)
+            stride = v.strides[d];
+        else if (v.strides[d] != next)
+            return std::nullopt;
+        next = v.strides[d] * v.shape[d];
+    }
+    return stride ? stride : std::optional<int64_t>(0);
+}
+
+// True when every batch dim of v with more than one element has stride 0:
+// the same matrix for the whole batch.
+bool batch_shared(const View& v) {
+    for (int d = 0; d < v.ndim - 2; ++d)
+        if (v.shape[d] != 1 && v.strides[d] != 0) return false;
+    return true;
+}
+
+template <class T>
+void run(const View& out, const View& a, const View& b, bool accumulate) {
+    const int nd = out.ndim, nb = nd - 2;
+    const int64_t m = out.shape[nd - 2], n = out.shape[nd - 1], k = a.shape[nd - 1];
+    int64_t batch = 1;
+    for (int d = 0; d < nb; ++d) batch *= out.shape[d];
+    if (batch == 0 || m == 0 || n == 0) return;
+
+    const auto la = matrix_layout(m, k, a.strides[nd - 2], a.strides[nd - 1]);
+    const auto lb = matrix_layout(k, n, b.strides[nd - 2], b.strides[nd - 1]);
+    EMBER_INTERNAL_ASSERT(la && lb);
+    EMBER_INTERNAL_ASSERT(n <= 1 || out.strides[nd - 1] == 1);
+    GemmShape s{m, n, k, *la, *lb, m <= 1 ? n : out.strides[nd - 2], accumulate};
+    T* const c = out.ptr<T>();
+    const T* const pa = a.ptr<T>();
+    const T* const pb = b.ptr<T>();
+
+    // A shared right operand turns the batch into one tall GEMM when the rows
+    // of a and out stack evenly (x[B, T, C] · w: the linear-layer case).
+    if (batch > 1 && batch_shared(b)) {
+        const auto ra = folded_row_stride(a), rc = folded_row_stride(out);
+        if (ra && rc) {
+            const int64_t rows = batch * m;
+            const auto fa = matrix_layout(rows, k, *ra, a.strides[nd - 1]);
+            if (fa) {
+                GemmShape f{rows, n, k, *fa, *lb, rows <= 1 ? n : *rc, accumulate};
+                gemm(c, pa, pb, f);
+                return;
+            }
+        }
+    }
+
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const bool over_batch = threads > 1 && batch >= threads &&
+                            batch * m * n * k >= kBatchParallelMinWork &&
+                            (m * n * k <= kBatchParallelMaxMNK || batch >= 4 * threads);
+    auto one = [&](int64_t i) {
+        gemm(c + batch_offset(out, nb, i), pa + batch_offset(a, nb, i), pb + batch_offset(b, nb, i),
+             s);
+    };
+    if (over_batch) {
+        // Inside this team Eigen sees omp_get_num_threads() > 1 and does not nest.
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < batch; ++i) one(i);
+    } else {
+        for (int64_t i = 0; i < batch; ++i) one(i);
+    }
+}
+
+}  // namespace
+
+void matmul(const View& out, const View& a, const View& b, bool accumulate) {
+    EMBER_INTERNAL_ASSERT(out.ndim >= 2 && a.ndim == out.ndim && b.ndim == out.ndim);
+    EMBER_INTERNAL_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype);
+    switch (out.dtype) {
+        case DType::f32:
+            return run<float>(out, a, b, accumulate);
+        case DType::f64:
+            return run<double>(out, a, b, accumulate);
+        case DType::i32:
+            return run<int32_t>(out, a, b, accumulate);
+        case DType::i64:
+            return run<int64_t>(out, a, b, accumulate);
+        default:
+            break;
+    }
+    EMBER_FAIL("internal error: cpu::matmul got dtype ", dtype_name(out.dtype));
+}
+
+}  // namespace ember::kernels::cpu

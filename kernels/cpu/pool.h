@@ -1,0 +1,33 @@
+// CPU 2-d pooling kernels (declarations); the loops are in kernels/cpu/pool.cpp.
+// Views in, no Tensor.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/view.h"
+
+namespace ember::kernels::cpu {
+
+/// A pooling window: kernel (kh, kw), stride (sh, sw), implicit padding
+/// (ph, pw) and dilation (dh, dw).
+struct Pool2dWindow {
+    int64_t kh, kw, sh, sw, ph, pw;
+    int64_t dh = 1, dw = 1;
+};
+
+/// values [N, C, OH, OW] = max over each window of input [N, C, H, W] (any
+/// strides; padding never wins; NaN propagates), and indices (i64, same
+/// shape) = y·W + x of the chosen element within its H×W plane (the first
+/// maximum, or the last NaN, as PyTorch). values and indices contiguous.
+void max_pool2d(const View& values, const View& indices, const View& input, const Pool2dWindow& w);
+
+/// out [N, C, OH, OW] = mean over each window, which is clipped to the input
+/// padded by (ph, pw); the divisor counts padding when count_include_pad, else
+/// only the input elements (PyTorch's rule). Dilation must be 1.
+void avg_pool2d(const View& out, const View& input, const Pool2dWindow& w, bool count_include_pad);
+
+/// out [N, C, OH, OW] = mean of input rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉) and the
+/// same for columns.
+void adaptive_avg_pool2d(const View& out, const View& input);
+
+}  // namespace ember::kernels::cpu
