@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "core/half.h"
 #include "core/macros.h"
 
@@ -342,5 +343,95 @@ struct RightScalar {
         return f(a, s);
     }
 };
+
+// ---- Op enum -> functor: the one place each op's math is chosen ----
+// Both backends call these, so an op cannot mean one thing on the CPU and
+// another on CUDA. Host-only (they run before the kernel launch).
+
+/// Which dtypes an op's functor accepts; the front rejects the others with a
+/// user error, so the backends instantiate each functor only for these.
+enum class Accepts { all, numeric, floating };  // numeric: every dtype but bool
+
+template <class F> inline constexpr Accepts accepts_v = Accepts::all;
+template <> inline constexpr Accepts accepts_v<Neg> = Accepts::numeric;
+template <> inline constexpr Accepts accepts_v<Abs> = Accepts::numeric;
+template <> inline constexpr Accepts accepts_v<Relu> = Accepts::numeric;
+template <> inline constexpr Accepts accepts_v<Sub> = Accepts::numeric;
+template <> inline constexpr Accepts accepts_v<Pow> = Accepts::numeric;
+template <> inline constexpr Accepts accepts_v<Div> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Exp> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Log> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Sqrt> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Rsqrt> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Gelu> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<GeluTanh> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Sigmoid> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Tanh> = Accepts::floating;
+
+/// body(TypeTag<T>{}) for dtype d, instantiated only for the dtypes A allows.
+/// Reaching another dtype is a bug in ember (the front checks first).
+template <Accepts A, class Body>
+void visit_accepted(DType d, Body&& body) {
+    if constexpr (A == Accepts::floating) {
+        visit_floating(d, "elementwise kernel (internal error)", body);
+    } else {
+        visit_dtype(d, [&](auto tag) {
+            if constexpr (A == Accepts::numeric &&
+                          std::is_same_v<typename decltype(tag)::type, bool>)
+                EMBER_INTERNAL_ASSERT(!"bool reached a numeric-only elementwise kernel");
+            else
+                body(tag);
+        });
+    }
+}
+
+/// f(functor) for the op's functor.
+template <class F>
+decltype(auto) visit_op(kernels::UnaryOp op, F&& f) {
+    using U = kernels::UnaryOp;
+    switch (op) {
+        case U::neg: return f(Neg{});
+        case U::abs: return f(Abs{});
+        case U::exp: return f(Exp{});
+        case U::log: return f(Log{});
+        case U::sqrt: return f(Sqrt{});
+        case U::rsqrt: return f(Rsqrt{});
+        case U::relu: return f(Relu{});
+        case U::gelu: return f(Gelu{});
+        case U::gelu_tanh: return f(GeluTanh{});
+        case U::sigmoid: return f(Sigmoid{});
+        case U::tanh: return f(Tanh{});
+    }
+    __builtin_unreachable();
+}
+
+template <class F>
+decltype(auto) visit_op(kernels::BinaryOp op, F&& f) {
+    using B = kernels::BinaryOp;
+    switch (op) {
+        case B::add: return f(Add{});
+        case B::sub: return f(Sub{});
+        case B::mul: return f(Mul{});
+        case B::div: return f(Div{});
+        case B::pow: return f(Pow{});
+        case B::maximum: return f(Maximum{});
+        case B::minimum: return f(Minimum{});
+    }
+    __builtin_unreachable();
+}
+
+template <class F>
+decltype(auto) visit_op(kernels::CompareOp op, F&& f) {
+    using C = kernels::CompareOp;
+    switch (op) {
+        case C::eq: return f(Eq{});
+        case C::ne: return f(Ne{});
+        case C::lt: return f(Lt{});
+        case C::le: return f(Le{});
+        case C::gt: return f(Gt{});
+        case C::ge: return f(Ge{});
+    }
+    __builtin_unreachable();
+}
 
 }  // namespace ember::math

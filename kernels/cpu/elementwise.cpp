@@ -46,73 +46,21 @@ void map_compare(const View& out, const View& a, const View& b, F f) {
         out, [f](T x, T y) { return f(math::load(x), math::load(y)); }, a, b);
 }
 
-// Dtype switches by what an op accepts. The front has rejected the other
-// dtypes with a user-facing error, so reaching one here is a bug in ember.
-template <class Body>
-void on_floating(DType d, Body&& body) {
-    visit_floating(d, "elementwise kernel (internal error)", body);
-}
-
-template <class Body>
-void on_numeric(DType d, Body&& body) {
-    visit_dtype(d, [&](auto tag) {
-        if constexpr (std::is_same_v<typename decltype(tag)::type, bool>)
-            EMBER_INTERNAL_ASSERT(!"bool reached a numeric-only elementwise kernel");
-        else
-            body(tag);
-    });
-}
-
-template <class F>
-void unary_numeric(const View& out, const View& in, F f) {
-    on_numeric(in.dtype, [&]<class T>(TypeTag<T>) { map_unary<T>(out, in, f); });
-}
-
-template <class F>
-void unary_floating(const View& out, const View& in, F f) {
-    on_floating(in.dtype, [&]<class T>(TypeTag<T>) { map_unary<T>(out, in, f); });
-}
-
-template <class F>
-void binary_any(const View& out, const View& a, const View& b, F f) {
-    visit_dtype(a.dtype, [&]<class T>(TypeTag<T>) { map_binary<T>(out, a, b, f); });
-}
-
-template <class F>
-void binary_numeric(const View& out, const View& a, const View& b, F f) {
-    on_numeric(a.dtype, [&]<class T>(TypeTag<T>) { map_binary<T>(out, a, b, f); });
-}
-
-template <class F>
-void binary_floating(const View& out, const View& a, const View& b, F f) {
-    on_floating(a.dtype, [&]<class T>(TypeTag<T>) { map_binary<T>(out, a, b, f); });
-}
-
 }  // namespace
 
 void unary(UnaryOp op, const View& out, const View& in) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
-    switch (op) {
-        case UnaryOp::neg: return unary_numeric(out, in, math::Neg{});
-        case UnaryOp::abs: return unary_numeric(out, in, math::Abs{});
-        case UnaryOp::relu: return unary_numeric(out, in, math::Relu{});
-        // perf: exp, log, tanh, erf, sigmoid and gelu call scalar libm per element (GCC
-        // vectorizes them only with -ffast-math): compute-bound, ~1/4 of the copy limit.
-        case UnaryOp::exp: return unary_floating(out, in, math::Exp{});
-        case UnaryOp::log: return unary_floating(out, in, math::Log{});
-        case UnaryOp::sqrt: return unary_floating(out, in, math::Sqrt{});
-        case UnaryOp::rsqrt: return unary_floating(out, in, math::Rsqrt{});
-        case UnaryOp::gelu: return unary_floating(out, in, math::Gelu{});
-        case UnaryOp::gelu_tanh: return unary_floating(out, in, math::GeluTanh{});
-        case UnaryOp::sigmoid: return unary_floating(out, in, math::Sigmoid{});
-        case UnaryOp::tanh: return unary_floating(out, in, math::Tanh{});
-    }
-    EMBER_INTERNAL_ASSERT(!"invalid UnaryOp");
+    // perf: exp, log, tanh, erf, sigmoid and gelu call scalar libm per element (GCC
+    // vectorizes them only with -ffast-math): compute-bound, ~1/4 of the copy limit.
+    math::visit_op(op, [&]<class F>(F f) {
+        math::visit_accepted<math::accepts_v<F>>(in.dtype,
+                                                 [&]<class T>(TypeTag<T>) { map_unary<T>(out, in, f); });
+    });
 }
 
 void clamp(const View& out, const View& in, double lo, double hi) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
-    on_numeric(in.dtype, [&]<class T>(TypeTag<T>) {
+    math::visit_accepted<math::Accepts::numeric>(in.dtype, [&]<class T>(TypeTag<T>) {
         // Integers: the nearest integers inside [lo, hi]; cast saturates ±inf.
         const double l = std::is_integral_v<T> ? std::ceil(lo) : lo;
         const double h = std::is_integral_v<T> ? std::floor(hi) : hi;
@@ -122,70 +70,39 @@ void clamp(const View& out, const View& in, double lo, double hi) {
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
     EMBER_INTERNAL_ASSERT(out.dtype == a.dtype && a.dtype == b.dtype);
-    switch (op) {
-        case BinaryOp::add: return binary_any(out, a, b, math::Add{});
-        case BinaryOp::sub: return binary_numeric(out, a, b, math::Sub{});
-        case BinaryOp::mul: return binary_any(out, a, b, math::Mul{});
-        case BinaryOp::div: return binary_floating(out, a, b, math::Div{});
-        case BinaryOp::pow: return binary_numeric(out, a, b, math::Pow{});
-        case BinaryOp::maximum: return binary_any(out, a, b, math::Maximum{});
-        case BinaryOp::minimum: return binary_any(out, a, b, math::Minimum{});
-    }
-    EMBER_INTERNAL_ASSERT(!"invalid BinaryOp");
+    math::visit_op(op, [&]<class F>(F f) {
+        math::visit_accepted<math::accepts_v<F>>(
+            a.dtype, [&]<class T>(TypeTag<T>) { map_binary<T>(out, a, b, f); });
+    });
 }
 
 void binary_scalar(BinaryOp op, const View& out, const View& a, double s) {
     EMBER_INTERNAL_ASSERT(out.dtype == a.dtype);
-    on_floating(a.dtype, [&]<class T>(TypeTag<T>) {
+    visit_floating(a.dtype, "binary_scalar (internal error)", [&]<class T>(TypeTag<T>) {
         const Acc<T> v = math::cast<Acc<T>>(s);
         // The functor carries the scalar: no broadcast tensor is made for it.
-        auto with = [&]<class F>(F f) { map_unary<T>(out, a, math::RightScalar<F, Acc<T>>{f, v}); };
-        switch (op) {
-            case BinaryOp::add: return with(math::Add{});
-            case BinaryOp::sub: return with(math::Sub{});
-            case BinaryOp::mul: return with(math::Mul{});
-            case BinaryOp::div: return with(math::Div{});
-            case BinaryOp::pow: return with(math::Pow{});
-            case BinaryOp::maximum: return with(math::Maximum{});
-            case BinaryOp::minimum: return with(math::Minimum{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid BinaryOp");
+        math::visit_op(op, [&]<class F>(F f) {
+            map_unary<T>(out, a, math::RightScalar<F, Acc<T>>{f, v});
+        });
     });
 }
 
 void compare(CompareOp op, const View& out, const View& a, const View& b) {
     EMBER_INTERNAL_ASSERT(out.dtype == DType::boolean && a.dtype == b.dtype);
     visit_dtype(a.dtype, [&]<class T>(TypeTag<T>) {
-        switch (op) {
-            case CompareOp::eq: return map_compare<T>(out, a, b, math::Eq{});
-            case CompareOp::ne: return map_compare<T>(out, a, b, math::Ne{});
-            case CompareOp::lt: return map_compare<T>(out, a, b, math::Lt{});
-            case CompareOp::le: return map_compare<T>(out, a, b, math::Le{});
-            case CompareOp::gt: return map_compare<T>(out, a, b, math::Gt{});
-            case CompareOp::ge: return map_compare<T>(out, a, b, math::Ge{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid CompareOp");
+        math::visit_op(op, [&](auto f) { map_compare<T>(out, a, b, f); });
     });
 }
 
 void compare_scalar(CompareOp op, const View& out, const View& a, double s) {
     EMBER_INTERNAL_ASSERT(out.dtype == DType::boolean);
-    on_floating(a.dtype, [&]<class T>(TypeTag<T>) {
+    visit_floating(a.dtype, "compare_scalar (internal error)", [&]<class T>(TypeTag<T>) {
         const Acc<T> v = math::cast<Acc<T>>(s);
-        auto with = [&]<class F>(F f) {
+        math::visit_op(op, [&]<class F>(F f) {
             const math::RightScalar<F, Acc<T>> g{f, v};
             map<bool, T>(
                 out, [g](T x) { return g(math::load(x)); }, a);
-        };
-        switch (op) {
-            case CompareOp::eq: return with(math::Eq{});
-            case CompareOp::ne: return with(math::Ne{});
-            case CompareOp::lt: return with(math::Lt{});
-            case CompareOp::le: return with(math::Le{});
-            case CompareOp::gt: return with(math::Gt{});
-            case CompareOp::ge: return with(math::Ge{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid CompareOp");
+        });
     });
 }
 

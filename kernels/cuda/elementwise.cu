@@ -49,87 +49,43 @@ struct WhereBytes {  // the condition read as bytes, as on the CPU
     }
 };
 
-template <class Op>
-void unary_typed(const View& out, const View& in, Op op, bool floating_only) {
-    auto body = [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, bool>) {
-            EMBER_INTERNAL_ASSERT(!"bool reached a numeric-only CUDA elementwise kernel");
-        } else {
-            map<T, T>(out, Apply<T, Op>{op}, in);
-        }
-    };
-    if (floating_only) visit_floating(in.dtype, "cuda elementwise (internal error)", body);
-    else visit_dtype(in.dtype, body);
-}
-
-template <class Op>
-void binary_typed(const View& out, const View& a, const View& b, Op op, bool floating_only,
-                  bool allow_bool) {
-    auto body = [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, bool>) {
-            if (!allow_bool) EMBER_INTERNAL_ASSERT(!"bool reached a numeric-only CUDA kernel");
-            else map<T, T, T>(out, Apply<T, Op>{op}, a, b);
-        } else {
-            map<T, T, T>(out, Apply<T, Op>{op}, a, b);
-        }
-    };
-    if (floating_only) visit_floating(a.dtype, "cuda elementwise (internal error)", body);
-    else visit_dtype(a.dtype, body);
-}
-
 }  // namespace
 
 void unary(UnaryOp op, const View& out, const View& in, int device) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
     EMBER_CUDA_CHECK(cudaSetDevice(device));
-    switch (op) {
-        case UnaryOp::neg: return unary_typed(out, in, math::Neg{}, false);
-        case UnaryOp::abs: return unary_typed(out, in, math::Abs{}, false);
-        case UnaryOp::relu: return unary_typed(out, in, math::Relu{}, false);
-        case UnaryOp::exp: return unary_typed(out, in, math::Exp{}, true);
-        case UnaryOp::log: return unary_typed(out, in, math::Log{}, true);
-        case UnaryOp::sqrt: return unary_typed(out, in, math::Sqrt{}, true);
-        case UnaryOp::rsqrt: return unary_typed(out, in, math::Rsqrt{}, true);
-        case UnaryOp::gelu: return unary_typed(out, in, math::Gelu{}, true);
-        case UnaryOp::gelu_tanh: return unary_typed(out, in, math::GeluTanh{}, true);
-        case UnaryOp::sigmoid: return unary_typed(out, in, math::Sigmoid{}, true);
-        case UnaryOp::tanh: return unary_typed(out, in, math::Tanh{}, true);
-    }
-    EMBER_INTERNAL_ASSERT(!"invalid UnaryOp");
+    math::visit_op(op, [&](auto f) {
+        using F = decltype(f);
+        math::visit_accepted<math::accepts_v<F>>(in.dtype, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            map<T, T>(out, Apply<T, F>{f}, in);
+        });
+    });
 }
 
 void clamp(const View& out, const View& in, double lo, double hi, int device) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
     EMBER_CUDA_CHECK(cudaSetDevice(device));
-    visit_dtype(in.dtype, [&](auto tag) {
+    math::visit_accepted<math::Accepts::numeric>(in.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, bool>) {
-            EMBER_INTERNAL_ASSERT(!"bool reached CUDA clamp");
-        } else {
-            // Integers: the nearest integers inside [lo, hi] (as the CPU twin).
-            const double l = std::is_integral_v<T> ? std::ceil(lo) : lo;
-            const double h = std::is_integral_v<T> ? std::floor(hi) : hi;
-            using C = math::Clamp<Acc<T>>;
-            map<T, T>(out, Apply<T, C>{C{math::cast<Acc<T>>(l), math::cast<Acc<T>>(h)}}, in);
-        }
+        // Integers: the nearest integers inside [lo, hi] (as the CPU twin).
+        const double l = std::is_integral_v<T> ? std::ceil(lo) : lo;
+        const double h = std::is_integral_v<T> ? std::floor(hi) : hi;
+        using C = math::Clamp<Acc<T>>;
+        map<T, T>(out, Apply<T, C>{C{math::cast<Acc<T>>(l), math::cast<Acc<T>>(h)}}, in);
     });
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b, int device) {
     EMBER_INTERNAL_ASSERT(out.dtype == a.dtype && a.dtype == b.dtype);
     EMBER_CUDA_CHECK(cudaSetDevice(device));
-    switch (op) {
-        case BinaryOp::add: return binary_typed(out, a, b, math::Add{}, false, true);
-        case BinaryOp::sub: return binary_typed(out, a, b, math::Sub{}, false, false);
-        case BinaryOp::mul: return binary_typed(out, a, b, math::Mul{}, false, true);
-        case BinaryOp::div: return binary_typed(out, a, b, math::Div{}, true, false);
-        case BinaryOp::pow: return binary_typed(out, a, b, math::Pow{}, false, false);
-        case BinaryOp::maximum: return binary_typed(out, a, b, math::Maximum{}, false, true);
-        case BinaryOp::minimum: return binary_typed(out, a, b, math::Minimum{}, false, true);
-    }
-    EMBER_INTERNAL_ASSERT(!"invalid BinaryOp");
+    math::visit_op(op, [&](auto f) {
+        using F = decltype(f);
+        math::visit_accepted<math::accepts_v<F>>(a.dtype, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            map<T, T, T>(out, Apply<T, F>{f}, a, b);
+        });
+    });
 }
 
 void binary_scalar(BinaryOp op, const View& out, const View& a, double s, int device) {
@@ -139,20 +95,10 @@ void binary_scalar(BinaryOp op, const View& out, const View& a, double s, int de
         using T = typename decltype(tag)::type;
         using A = Acc<T>;
         const A v = math::cast<A>(s);
-        auto with = [&](auto f) {
+        math::visit_op(op, [&](auto f) {
             using R = math::RightScalar<decltype(f), A>;
             map<T, T>(out, Apply<T, R>{R{f, v}}, a);
-        };
-        switch (op) {
-            case BinaryOp::add: return with(math::Add{});
-            case BinaryOp::sub: return with(math::Sub{});
-            case BinaryOp::mul: return with(math::Mul{});
-            case BinaryOp::div: return with(math::Div{});
-            case BinaryOp::pow: return with(math::Pow{});
-            case BinaryOp::maximum: return with(math::Maximum{});
-            case BinaryOp::minimum: return with(math::Minimum{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid BinaryOp");
+        });
     });
 }
 
@@ -161,16 +107,7 @@ void compare(CompareOp op, const View& out, const View& a, const View& b, int de
     EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_dtype(a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        auto with = [&](auto f) { map<bool, T, T>(out, CompareApply<decltype(f)>{f}, a, b); };
-        switch (op) {
-            case CompareOp::eq: return with(math::Eq{});
-            case CompareOp::ne: return with(math::Ne{});
-            case CompareOp::lt: return with(math::Lt{});
-            case CompareOp::le: return with(math::Le{});
-            case CompareOp::gt: return with(math::Gt{});
-            case CompareOp::ge: return with(math::Ge{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid CompareOp");
+        math::visit_op(op, [&](auto f) { map<bool, T, T>(out, CompareApply<decltype(f)>{f}, a, b); });
     });
 }
 
@@ -181,19 +118,10 @@ void compare_scalar(CompareOp op, const View& out, const View& a, double s, int 
         using T = typename decltype(tag)::type;
         using A = Acc<T>;
         const A v = math::cast<A>(s);
-        auto with = [&](auto f) {
+        math::visit_op(op, [&](auto f) {
             using R = math::RightScalar<decltype(f), A>;
             map<bool, T>(out, CompareScalarApply<R>{R{f, v}}, a);
-        };
-        switch (op) {
-            case CompareOp::eq: return with(math::Eq{});
-            case CompareOp::ne: return with(math::Ne{});
-            case CompareOp::lt: return with(math::Lt{});
-            case CompareOp::le: return with(math::Le{});
-            case CompareOp::gt: return with(math::Gt{});
-            case CompareOp::ge: return with(math::Ge{});
-        }
-        EMBER_INTERNAL_ASSERT(!"invalid CompareOp");
+        });
     });
 }
 
