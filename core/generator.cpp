@@ -13,11 +13,11 @@ uint64_t Generator::seed() const {
     return state_.seed;
 }
 
-uint64_t Generator::reserve(uint64_t blocks) {
+GeneratorState Generator::reserve(uint64_t blocks) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const uint64_t first = state_.offset;
+    const GeneratorState before = state_;
     state_.offset += blocks;
-    return first;
+    return before;
 }
 
 GeneratorState Generator::state() const {

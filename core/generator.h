@@ -27,8 +27,9 @@ public:
     /// Restarts the stream: offset back to 0.
     void manual_seed(uint64_t seed);
     uint64_t seed() const;
-    /// Reserves `blocks` consecutive Philox blocks; returns the first.
-    uint64_t reserve(uint64_t blocks);
+    /// Reserves `blocks` consecutive Philox blocks; returns the state before
+    /// (the seed and the first reserved block), read under one lock.
+    GeneratorState reserve(uint64_t blocks);
     GeneratorState state() const;
     void set_state(const GeneratorState& s);
 

@@ -2,6 +2,7 @@
 // waste), a free list per class, a byte limit, one mutex.
 #include "core/host_cache.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -17,7 +18,7 @@ namespace {
 size_t size_class(size_t n) {
     if (n < kHostCacheMinBytes) return (n + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     size_t pow2 = kHostCacheMinBytes;
-    while (pow2 * 2 <= n) pow2 *= 2;
+    while (pow2 <= n / 2) pow2 *= 2;
     const size_t step = pow2 / 8;
     return (n + step - 1) / step * step;
 }
@@ -26,15 +27,17 @@ size_t limit_from_env() {
     const char* s = std::getenv("EMBER_HOST_CACHE_MB");
     if (!s || !*s) return size_t(2048) << 20;
     char* end = nullptr;
-    const unsigned long long mb = std::strtoull(s, &end, 10);
-    EMBER_CHECK(end && *end == '\0', "EMBER_HOST_CACHE_MB must be a whole number of MiB, got '", s,
-                "'");
+    const long long mb = std::strtoll(s, &end, 10);
+    EMBER_CHECK(end && *end == '\0' && mb >= 0 && mb < (1LL << 40),
+                "EMBER_HOST_CACHE_MB must be a whole number of MiB (0 to 2^40), got '", s, "'");
     return size_t(mb) << 20;
 }
 
 class HostCache {
 public:
     void* allocate(size_t nbytes, size_t* capacity) {
+        EMBER_CHECK(nbytes <= size_t(PTRDIFF_MAX) / 2, "out of host memory: cannot allocate ",
+                    nbytes, " bytes");
         const size_t cap = size_class(nbytes == 0 ? 1 : nbytes);
         EMBER_CHECK(cap >= nbytes, "allocation of ", nbytes, " bytes overflows");
         *capacity = cap;

@@ -42,8 +42,14 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
     return dim < 0 ? dim + n : dim;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[size_t(wrap_dim(d, dim(), "size"))]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[size_t(wrap_dim(d, dim(), "stride"))]; }
+int64_t Tensor::size(int64_t d) const {
+    EMBER_CHECK(dim() > 0, "size: a 0-d tensor has no dims (asked for dim ", d, ")");
+    return shape()[size_t(wrap_dim(d, dim(), "size"))];
+}
+int64_t Tensor::stride(int64_t d) const {
+    EMBER_CHECK(dim() > 0, "stride: a 0-d tensor has no dims (asked for dim ", d, ")");
+    return strides()[size_t(wrap_dim(d, dim(), "stride"))];
+}
 
 int64_t Tensor::numel() const {
     int64_t n = 1;
@@ -96,7 +102,11 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, TensorOpt
     int64_t extent = n > 0 ? 1 : 0;  // elements spanned
     for (size_t i = 0; i < shape.size() && n > 0; ++i) {
         EMBER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
-        extent += (shape[i] - 1) * strides[i];
+        int64_t span = 0;
+        EMBER_CHECK(!__builtin_mul_overflow(shape[i] - 1, strides[i], &span) &&
+                        !__builtin_add_overflow(extent, span, &extent),
+                    "from_blob: shape ", shape_str(shape), " with strides ", shape_str(strides),
+                    " overflows");
     }
     return make_tensor(wrap_storage(data, size_t(extent * dtype_size(o.dtype)), o.device,
                                     std::move(deleter)),
@@ -136,6 +146,15 @@ double read_element(const void* base, DType dt, int64_t off) {
     });
 }
 
+// The documented float -> integer rule (docs/dtypes.md): truncate, saturate, NaN -> 0.
+template <class T>
+T saturate(double v) {
+    if (v != v) return T(0);
+    if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return T(v);
+}
+
 }  // namespace
 
 double Tensor::at(const Shape& index) const {
@@ -161,7 +180,7 @@ void Tensor::set(const Shape& index, double value) {
         else if constexpr (std::is_same_v<T, bool>)
             *p = value != 0.0;
         else if constexpr (std::is_integral_v<T>)
-            *p = value != value ? T(0) : T(value);  // NaN -> 0; callers pass in-range values
+            *p = saturate<T>(value);
         else
             *p = T(value);
     });

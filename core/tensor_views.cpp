@@ -25,13 +25,16 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op, const Shape&
             infer_at = int(i);
         } else {
             EMBER_CHECK(out[i] >= 0, op, ": invalid size in ", shape_str(shape));
-            known *= out[i];
+            EMBER_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, ": shape ",
+                        shape_str(shape), " has too many elements");
         }
     }
     if (infer_at >= 0) {
         EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape),
                     " is invalid for input of shape ", shape_str(from));
         out[size_t(infer_at)] = numel / known;
+        EMBER_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape),
+                    " is invalid for input of shape ", shape_str(from));
     } else {
         EMBER_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape),
                     " is invalid for input of shape ", shape_str(from), " (", numel,
@@ -139,8 +142,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
     start = clamp(start);
     end = std::max(clamp(end), start);
     Shape s = shape(), st = strides();
-    s[size_t(d)] = (end - start + step - 1) / step;
-    st[size_t(d)] *= step;
+    s[size_t(d)] = end > start ? (end - start - 1) / step + 1 : 0;
+    if (s[size_t(d)] > 1) st[size_t(d)] *= step;  // cannot overflow: the result stays in the storage
     return with_layout(*this, s, st, offset() + start * strides()[size_t(d)]);
 }
 
@@ -149,8 +152,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
     EMBER_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
     const int64_t n = shape()[size_t(d)];
     if (start < 0) start += n;
-    EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ",
-                start + length, ") out of bounds for dim ", d, " of shape ", shape_str(shape()));
+    EMBER_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: start ",
+                start, " and length ", length, " out of bounds for dim ", d, " of shape ",
+                shape_str(shape()));
     return slice(d, start, start + length);
 }
 
@@ -182,11 +186,12 @@ Tensor Tensor::expand(const Shape& target) const {
         }
         const int64_t cur = shape()[i - lead];
         const int64_t want = target[i] == -1 ? cur : target[i];
-        EMBER_CHECK(cur == want || cur == 1, "expand: shape ", shape_str(shape()),
+        EMBER_CHECK(want >= 0 && (cur == want || cur == 1), "expand: shape ", shape_str(shape()),
                     " cannot expand to ", shape_str(target));
         s[i] = want;
         st[i] = cur == want ? strides()[i - lead] : 0;
     }
+    (void)shape_numel(s);  // throws if the element count overflows
     return with_layout(*this, s, st, offset());
 }
 
@@ -227,7 +232,11 @@ Tensor Tensor::as_strided(const Shape& s, const Shape& st, int64_t off) const {
     if (shape_numel(s) > 0) {
         for (size_t i = 0; i < s.size(); ++i) {
             EMBER_CHECK(st[i] >= 0, "as_strided: negative stride in ", shape_str(st));
-            last += (s[i] - 1) * st[i];
+            int64_t span = 0;
+            EMBER_CHECK(!__builtin_mul_overflow(s[i] - 1, st[i], &span) &&
+                            !__builtin_add_overflow(last, span, &last),
+                        "as_strided: shape ", shape_str(s), " with strides ", shape_str(st),
+                        " overflows");
         }
         const int64_t capacity = int64_t(storage()->nbytes()) / element_size();
         EMBER_CHECK(last < capacity, "as_strided: shape ", shape_str(s), " strides ",

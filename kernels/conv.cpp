@@ -45,6 +45,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         "conv2d: expected stride >= 1, padding >= 0, dilation >= 1 and groups >= 1, got stride ",
         pair_str(stride), ", padding ", pair_str(padding), ", dilation ", pair_str(dilation),
         ", groups ", groups);
+    // Bounds that keep every size product below 2^62: no overflow anywhere after this.
+    constexpr int64_t kMax = int64_t(1) << 30;
+    EMBER_CHECK(stride[0] <= kMax && stride[1] <= kMax && padding[0] <= kMax &&
+                    padding[1] <= kMax && dilation[0] <= kMax && dilation[1] <= kMax &&
+                    input.size(-1) <= kMax && input.size(-2) <= kMax && weight.size(2) <= kMax &&
+                    weight.size(3) <= kMax,
+                "conv2d: stride ", pair_str(stride), ", padding ", pair_str(padding),
+                ", dilation ", pair_str(dilation), " or the sizes of ", describe(input), " and ",
+                describe(weight), " exceed 2^30");
 
     const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
     const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);

@@ -35,8 +35,11 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
                 "copy: source ", describe(src), " cannot be broadcast to destination ",
                 describe(dst));
     if (dst.numel() == 0) return;
+    for (int64_t d = 0; d < dst.dim(); ++d)
+        EMBER_CHECK(dst.stride(d) != 0 || dst.size(d) == 1, "copy: destination ", describe(dst),
+                    " has broadcast (stride 0) dims: several elements share one address");
     if (dst.device() == src.device()) {
-        copy_same_device(dst, src);
+        copy_same_device(dst, unaliased(src, dst));
     } else {
 #if EMBER_WITH_CUDA
         // Across devices: make a dense source of dst's dtype and shape where it

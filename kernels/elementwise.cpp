@@ -102,13 +102,6 @@ void check_inplace(const std::string& name, const Tensor& a, DType t, const Shap
                     ": the destination has broadcast (stride 0) dims: ", describe(a));
 }
 
-// True when b reads memory of a in another layout: writing a element by
-// element would then change b's values before they are read.
-bool overlaps_differently(const Tensor& a, const Tensor& b) {
-    return a.storage() == b.storage() &&
-           !(a.shape() == b.shape() && a.strides() == b.strides() && a.offset() == b.offset());
-}
-
 // ---- Dispatch: views, then the switch on the device ----
 // Inputs already have the output's dtype (or bool for where's condition) and
 // broadcast to its shape.

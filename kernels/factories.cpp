@@ -67,8 +67,8 @@ Tensor rand(const Shape& shape, TensorOptions o, Generator* g) {
     EMBER_CHECK(is_floating(o.dtype), "rand: dtype must be floating, got ", dtype_name(o.dtype));
     Tensor t = empty(shape, o);
     Generator& gen = gen_or_default(g);
-    const uint64_t seed = gen.seed();
-    const uint64_t first = gen.reserve(kernels::uniform_blocks(t.numel(), o.dtype));
+    const GeneratorState r = gen.reserve(kernels::uniform_blocks(t.numel(), o.dtype));
+    const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "rand");
     switch (o.device.type) {
         case DeviceType::cpu: kernels::cpu::uniform(v, seed, first, 0.0, 1.0); break;
@@ -87,8 +87,8 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* g) {
     EMBER_CHECK(is_floating(o.dtype), "randn: dtype must be floating, got ", dtype_name(o.dtype));
     Tensor t = empty(shape, o);
     Generator& gen = gen_or_default(g);
-    const uint64_t seed = gen.seed();
-    const uint64_t first = gen.reserve(kernels::normal_blocks(t.numel()));
+    const GeneratorState r = gen.reserve(kernels::normal_blocks(t.numel()));
+    const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "randn");
     switch (o.device.type) {
         case DeviceType::cpu: kernels::cpu::normal(v, seed, first, 0.0, 1.0); break;
@@ -106,11 +106,25 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* g) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* g) {
     EMBER_CHECK(low < high, "randint: need low < high, got [", low, ", ", high, ")");
     EMBER_CHECK(o.dtype != DType::boolean, "randint: dtype bool is not supported");
+    // Every value in [low, high) must be exact in the dtype.
+    const double lo = double(low), hi = double(high) - 1;
+    double min_ok, max_ok;
+    switch (o.dtype) {
+        case DType::u8: min_ok = 0, max_ok = 255; break;
+        case DType::i32: min_ok = -2147483648.0, max_ok = 2147483647.0; break;
+        case DType::f16: min_ok = -2048, max_ok = 2048; break;      // 2^11: f16 integers are exact
+        case DType::bf16: min_ok = -256, max_ok = 256; break;       // 2^8
+        case DType::f32: min_ok = -16777216.0, max_ok = 16777216.0; break;  // 2^24
+        case DType::f64: min_ok = -9007199254740992.0, max_ok = 9007199254740992.0; break;
+        default: min_ok = -9223372036854775808.0, max_ok = 9223372036854775807.0; break;
+    }
+    EMBER_CHECK(lo >= min_ok && hi <= max_ok, "randint: [", low, ", ", high,
+                ") does not fit dtype ", dtype_name(o.dtype), " exactly");
     const uint64_t range = uint64_t(high) - uint64_t(low);
     Tensor t = empty(shape, o);
     Generator& gen = gen_or_default(g);
-    const uint64_t seed = gen.seed();
-    const uint64_t first = gen.reserve(kernels::randint_blocks(t.numel(), range));
+    const GeneratorState r = gen.reserve(kernels::randint_blocks(t.numel(), range));
+    const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "randint");
     switch (o.device.type) {
         case DeviceType::cpu: kernels::cpu::randint(v, seed, first, low, range); break;

@@ -61,6 +61,15 @@ void check_floating(const Tensor& t, const char* op) {
                 describe(t));
 }
 
+bool overlaps_differently(const Tensor& a, const Tensor& b) {
+    return a.storage() == b.storage() &&
+           !(a.shape() == b.shape() && a.strides() == b.strides() && a.offset() == b.offset());
+}
+
+Tensor unaliased(const Tensor& t, const Tensor& dst) {
+    return overlaps_differently(dst, t) ? t.clone() : t;
+}
+
 void unsupported_device(const char* op, Device d) {
     if (d.is_cuda() && !cuda_built())
         EMBER_FAIL(op, ": tensor is on ", d, " but ember was built without CUDA");

@@ -26,6 +26,14 @@ void check_floating(const Tensor& t, const char* op);
 /// "f32 [2, 3] on cpu", for messages.
 std::string describe(const Tensor& t);
 
+/// True when b reads memory of a in a different layout: writing a element by
+/// element would change b's values before they are read (copy through a clone).
+bool overlaps_differently(const Tensor& a, const Tensor& b);
+
+/// `t` itself, or a clone of it when it overlaps `dst` differently: what an op
+/// writing into dst may read safely.
+Tensor unaliased(const Tensor& t, const Tensor& dst);
+
 /// Options for a new tensor like `t` (same device) with `dtype`.
 inline TensorOptions like(const Tensor& t, DType dtype) { return {dtype, t.device(), false}; }
 inline TensorOptions like(const Tensor& t) { return like(t, t.dtype()); }

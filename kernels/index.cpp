@@ -169,7 +169,8 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
                     " is larger than self ", describe(self), " in dim ", d, " (only dim ", dim,
                     " may be larger)");
     }
-    run_scatter_add(op, self, dim, view_of(index, op), src);
+    const Tensor idx = unaliased(index, self), from = unaliased(src, self);
+    run_scatter_add(op, self, dim, view_of(idx, op), from);
     return self;
 }
 
@@ -192,7 +193,8 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
     EMBER_CHECK(shapes_ok, op, ": source must have self's shape except in dim ", dim,
                 ", where it needs the index's length ", index.numel(), "; got source ",
                 describe(source), " and self ", describe(self));
-    run_scatter_add(op, self, dim, spread_index(index, source.shape(), dim, op), source);
+    const Tensor idx = unaliased(index, self), from = unaliased(source, self);
+    run_scatter_add(op, self, dim, spread_index(idx, source.shape(), dim, op), from);
     return self;
 }
 

@@ -44,6 +44,12 @@ cpu::Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 pa
                     dilation[0] >= 1 && dilation[1] >= 1,
                 op, ": expected kernel, stride and dilation >= 1, got kernel ", pair_str(kernel),
                 ", stride ", pair_str(stride), ", dilation ", pair_str(dilation));
+    constexpr int64_t kMax = int64_t(1) << 30;  // keeps every size product below 2^62
+    EMBER_CHECK(kernel[0] <= kMax && kernel[1] <= kMax && stride[0] <= kMax && stride[1] <= kMax &&
+                    dilation[0] <= kMax && dilation[1] <= kMax && x.size(2) <= kMax &&
+                    x.size(3) <= kMax,
+                op, ": kernel ", pair_str(kernel), ", stride ", pair_str(stride), ", dilation ",
+                pair_str(dilation), " or input ", describe(x), " exceed 2^30");
     EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 &&
                     padding[1] <= kernel[1] / 2,
                 op, ": padding ", pair_str(padding), " must be between 0 and half the kernel ",
@@ -55,6 +61,21 @@ cpu::Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 pa
     EMBER_CHECK(oh >= 1 && ow >= 1, op, ": output size ", oh, "x", ow, " is too small for input ",
                 describe(x), " (kernel ", pair_str(kernel), ", stride ", pair_str(stride),
                 ", padding ", pair_str(padding), ", dilation ", pair_str(dilation), ")");
+    // Every window must see at least one input element (a dilated window can
+    // straddle a small input entirely): else max would be -inf with index -1.
+    const int64_t sizes[2] = {x.size(2), x.size(3)}, outs[2] = {oh, ow};
+    for (int a = 0; a < 2; ++a)
+        for (int64_t i = 0; i < outs[a]; ++i) {
+            const int64_t start = i * stride[a] - padding[a];
+            bool hit = false;
+            for (int64_t j = 0; j < kernel[a] && !hit; ++j) {
+                const int64_t at = start + j * dilation[a];
+                hit = at >= 0 && at < sizes[a];
+            }
+            EMBER_CHECK(hit, op, ": window ", i, " of dim ", a + 2, " covers no element of input ",
+                        describe(x), " (kernel ", pair_str(kernel), ", stride ", pair_str(stride),
+                        ", padding ", pair_str(padding), ", dilation ", pair_str(dilation), ")");
+        }
     *out = {x.size(0), x.size(1), oh, ow};
     return {kernel[0],  kernel[1],  stride[0],   stride[1],
             padding[0], padding[1], dilation[0], dilation[1]};

@@ -10,13 +10,21 @@
 
 namespace ember::math {
 
-/// Uniform [0, 1) for element i. 32-bit dtypes: 4 elements per block; f64: 2.
+/// Uniform [0, 1) for element i. 32-bit words: 4 elements per block (f32 uses
+/// 24 bits, f16 11, bf16 8: exactly representable, never 1); f64: 2 per block.
 template <class T>
 EMBER_HD EMBER_INLINE Acc<T> uniform_at(uint64_t seed, uint64_t first, int64_t i) {
     if constexpr (std::is_same_v<T, double>) {
         const Philox4 b = philox_block(seed, first + uint64_t(i) / 2);
         const int w = int(i % 2) * 2;
         return uniform_f64(b.x[w], b.x[w + 1]);
+    } else if constexpr (std::is_same_v<T, Half>) {
+        // As many bits as f16 holds exactly below 1 (11), so rounding can never give 1.
+        const Philox4 b = philox_block(seed, first + uint64_t(i) / 4);
+        return float(b.x[i % 4] >> 21) * (1.0f / 2048.0f);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+        const Philox4 b = philox_block(seed, first + uint64_t(i) / 4);  // 8 bits for bf16
+        return float(b.x[i % 4] >> 24) * (1.0f / 256.0f);
     } else {
         const Philox4 b = philox_block(seed, first + uint64_t(i) / 4);
         return uniform_f32(b.x[i % 4]);

@@ -111,8 +111,11 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
     EMBER_CHECK(t.dim() > 0, op, ": cannot split a zero-dimensional tensor (", describe(t), ")");
     dim = wrap_dim(dim, t.dim(), op);
     int64_t sum = 0;
-    for (int64_t s : sizes) {
+    for (int64_t s : sizes)
         EMBER_CHECK(s >= 0, op, ": sizes ", shape_str(sizes), " contain a negative size");
+    for (int64_t s : sizes) {
+        EMBER_CHECK(s <= t.size(dim) - sum, op, ": sizes ", shape_str(sizes), " sum to more than ",
+                    "dim ", dim, " of ", describe(t));
         sum += s;
     }
     EMBER_CHECK(sum == t.size(dim), op, ": sizes ", shape_str(sizes), " sum to ", sum, " but dim ",
@@ -132,8 +135,12 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
     EMBER_CHECK(t.dim() > 0, op, ": cannot chunk a zero-dimensional tensor (", describe(t), ")");
     dim = wrap_dim(dim, t.dim(), op);
     const int64_t n = t.size(dim);
-    if (n == 0) return split(t, std::vector<int64_t>(size_t(chunks), 0), dim);
-    return split(t, (n + chunks - 1) / chunks, dim);
+    if (n == 0) {  // torch.chunk gives `chunks` empty tensors; cap what a typo can allocate
+        EMBER_CHECK(chunks <= (int64_t(1) << 24), op, ": ", chunks, " chunks of an empty dim of ",
+                    describe(t), " is too many");
+        return split(t, std::vector<int64_t>(size_t(chunks), 0), dim);
+    }
+    return split(t, (n - 1) / chunks + 1, dim);
 }
 
 }  // namespace ember::kernels

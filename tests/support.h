@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -21,6 +22,10 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, doub
     Generator g(seed);
     if (dtype == DType::boolean)
         return randint(0, 2, shape, {DType::u8}, &g).to(DType::boolean);
+    if (dtype == DType::u8) {  // unsigned: move the range to start at 0 or above
+        lo = std::max(lo, 0.0);
+        hi = std::max(hi, lo + 2);
+    }
     if (!is_floating(dtype)) return randint(int64_t(lo), int64_t(hi), shape, {dtype}, &g);
     Tensor u = rand(shape, {DType::f64}, &g);
     // lo + (hi - lo) * u computed elementwise on the host.
@@ -45,17 +50,19 @@ inline Shape unravel(int64_t i, const Shape& shape) {
 /// A non-contiguous tensor with the same values as t: a transposed copy
 /// transposed back (dims >= 2) or a strided slice of a larger buffer (1-d).
 inline Tensor non_contiguous(const Tensor& t) {
-    if (t.dim() >= 2) {
+    if (t.dim() >= 2 && t.size(-1) > 1 && t.size(-2) > 1) {
         const int64_t a = t.dim() - 2, b = t.dim() - 1;
         return t.transpose(a, b).contiguous().transpose(a, b);
     }
-    if (t.dim() == 1) {
-        Tensor big = zeros({t.numel() * 2}, {t.dtype(), t.device()});
-        Tensor view = big.slice(0, 0, t.numel() * 2, 2);
+    if (t.dim() >= 1) {  // every other element of a buffer twice as wide
+        Shape wide = t.shape();
+        wide.back() *= 2;
+        Tensor big = zeros(wide, {t.dtype(), t.device()});
+        Tensor view = big.slice(-1, 0, wide.back(), 2);
         view.copy_(t);
         return view;
     }
-    return t;
+    return t;  // 0-d: no layout to vary
 }
 
 /// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs

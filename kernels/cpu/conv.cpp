@@ -123,11 +123,15 @@ void run(const Conv2dShape& s, const T* in, const T* wt, const T* bias, T* out) 
     // fewer items than threads (one small image) they run in turn and Eigen
     // threads each GEMM instead (a team of one does not stop it).
     const bool parallel = threads > 1 && items >= threads && work >= kParallelMinWork;
-#pragma omp parallel if (parallel)
+    // Scratch for every thread, allocated here: an allocation failure inside
+    // the parallel region would terminate the process instead of throwing.
+    const size_t per_thread = direct ? 0 : size_t(ckk * nt);
+    std::vector<T> cols(per_thread * size_t(parallel ? threads : 1));
+#pragma omp parallel if (parallel) num_threads(parallel ? threads : 1)
     {
-        std::vector<T> col(direct ? 0 : size_t(ckk * nt));
+        T* col = cols.data() + per_thread * size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
-        for (int64_t item = 0; item < items; ++item) tile(item, col.data());
+        for (int64_t item = 0; item < items; ++item) tile(item, col);
     }
 }
 

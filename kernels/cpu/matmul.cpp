@@ -170,10 +170,12 @@ void matmul(const View& out, const View& a, const View& b, bool accumulate) {
             return run<float>(out, a, b, accumulate);
         case DType::f64:
             return run<double>(out, a, b, accumulate);
+        // Integers multiply as their unsigned twins: the same bits in two's
+        // complement, and wrapping instead of signed-overflow UB (Note [Integer overflow]).
         case DType::i32:
-            return run<int32_t>(out, a, b, accumulate);
+            return run<uint32_t>(out, a, b, accumulate);
         case DType::i64:
-            return run<int64_t>(out, a, b, accumulate);
+            return run<uint64_t>(out, a, b, accumulate);
         default:
             break;
     }

@@ -50,7 +50,7 @@ void randint(const View& out, uint64_t seed, uint64_t first, int64_t low, uint64
         using T = typename decltype(tag)::type;
         T* o = out.ptr<T>();
         parallel_index(out.numel(), [&](int64_t i) {
-            const int64_t v = low + int64_t(math::randint_at(seed, first, i, range));
+            const int64_t v = int64_t(uint64_t(low) + math::randint_at(seed, first, i, range));
             o[i] = math::cast<T>(v);
         });
     });

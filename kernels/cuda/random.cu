@@ -39,7 +39,7 @@ __global__ void randint_kernel(T* out, int64_t n, uint64_t seed, uint64_t first,
                                uint64_t range) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = math::cast<T>(low + int64_t(math::randint_at(seed, first, i, range)));
+        out[i] = math::cast<T>(int64_t(uint64_t(low) + math::randint_at(seed, first, i, range)));
 }
 
 }  // namespace

@@ -63,7 +63,9 @@ TEST_CASE("slice, narrow and select", "[views]") {
     CHECK(x.slice(0, -2, 100).shape() == Shape{2, 6});  // Python-style clamping
     CHECK(x.slice(0, 4, 2).shape() == Shape{0, 6});
     CHECK(x.narrow(0, 1, 3).at({0, 0}) == 6.0);
-    REQUIRE_THROWS_WITH_MSG(x.narrow(0, 3, 3), "narrow: range [3, 6) out of bounds");
+    REQUIRE_THROWS_WITH_MSG(x.narrow(0, 3, 3), "narrow: start 3 and length 3 out of bounds");
+    REQUIRE_THROWS_WITH_MSG(x.narrow(0, 1, INT64_MAX), "out of bounds");
+    CHECK(arange(10).slice(0, 0, 10, INT64_MAX).shape() == Shape{1});
     REQUIRE_THROWS_WITH_MSG(x.slice(0, 0, 5, 0), "slice: step must be positive");
     Tensor row = x.select(0, -1);
     REQUIRE(row.shape() == Shape{6});
@@ -115,4 +117,23 @@ TEST_CASE("size-0 and 0-d tensors", "[views]") {
     CHECK(s.reshape({1, 1}).item() == 2.5);
     CHECK(s.unsqueeze(0).shape() == Shape{1});
     REQUIRE_THROWS_WITH_MSG(zeros({2}).item(), "item: expected a tensor with one element");
+}
+
+TEST_CASE("views reject sizes and strides that overflow int64", "[views][errors]") {
+    Tensor x = zeros({4});
+    REQUIRE_THROWS_WITH_MSG(x.as_strided({4}, {int64_t(3074457345618258603)}, 0), "overflows");
+    REQUIRE_THROWS_WITH_MSG(arange(6).view({65535, 281479271743489, -1}), "too many elements");
+    REQUIRE_THROWS_WITH_MSG(ones({1, 1}).expand({-2, -3}), "cannot expand");
+    REQUIRE_THROWS_WITH_MSG(ones({1, 1}).expand({int64_t(1) << 32, int64_t(1) << 32}), "too many");
+    REQUIRE_THROWS_WITH_MSG(full({}, 3.0).size(0), "size: a 0-d tensor has no dims");
+    std::vector<float> host(4);
+    REQUIRE_THROWS_WITH_MSG(from_blob(host.data(), {4, 3}, {int64_t(1) << 62, 1}), "overflows");
+}
+
+TEST_CASE("set() converts out-of-range values by the documented rules", "[tensor]") {
+    Tensor t = zeros({3}, {.dtype = DType::i32});
+    t.set({0}, 1e300);
+    t.set({1}, -1e300);
+    t.set({2}, NAN);
+    CHECK(values(t) == std::vector<double>{2147483647.0, -2147483648.0, 0.0});
 }

@@ -198,3 +198,9 @@ TEST_CASE("conv2d errors name the shapes and dtypes", "[conv][errors]") {
                             "conv2d: empty kernel");
     REQUIRE_THROWS_WITH_MSG(conv2d(x, Tensor()), "conv2d: undefined tensor argument");
 }
+
+TEST_CASE("conv2d rejects parameters whose products would overflow", "[conv][errors]") {
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(ones({1, 1, 8, 8}), ones({1, 1, 5, 1}), Tensor(),
+                                            {INT64_MAX, 1}, {0, 0}, {(int64_t(1) << 62) + 1, 1}, 1),
+                            "exceed 2^30");
+}

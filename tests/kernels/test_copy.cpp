@@ -156,3 +156,35 @@ TEST_CASE("transposed copies of every layout match element by element", "[copy]"
         }
     }
 }
+
+TEST_CASE("copy_ reads overlapping sources as they were before the copy", "[copy]") {
+    Tensor m = arange(0, 16, 1, {.dtype = DType::f64}).view({4, 4});
+    Tensor want = m.t().contiguous();
+    m.copy_(m.t());
+    check_close(m, want, 0, 0);
+    Tensor x = arange(0, 100000, 1, {.dtype = DType::f64});
+    Tensor shifted = x.slice(0, 0, 99999).clone();
+    x.slice(0, 1, 100000).copy_(x.slice(0, 0, 99999));
+    check_close(x.slice(0, 1, 100000), shifted, 0, 0);
+    REQUIRE_THROWS_WITH_MSG(zeros({1, 4}).expand({3, 4}).copy_(ones({3, 4})),
+                            "has broadcast (stride 0) dims");
+}
+
+TEST_CASE("rand never returns 1 in half precision; randint checks its range", "[rng]") {
+    Generator g(3);
+    for (DType t : {DType::f16, DType::bf16}) {
+        const std::vector<double> v = values(rand({1 << 18}, {t}, &g));
+        double mx = 0;
+        for (double x : v) mx = std::max(mx, x);
+        CHECK(mx < 1.0);
+        CHECK(mx > 0.99);
+    }
+    REQUIRE_THROWS_WITH_MSG(randint(-5, 5, {10}, {DType::u8}), "does not fit dtype u8");
+    REQUIRE_THROWS_WITH_MSG(randint(0, 100000, {10}, {DType::f16}), "does not fit dtype f16");
+    const std::vector<int64_t> w =
+        randint(INT64_MIN, INT64_MAX, {1000}, {DType::i64}, &g).to_vector<int64_t>();
+    int negative = 0;
+    for (int64_t x : w) negative += x < 0;
+    CHECK(negative > 400);
+    CHECK(negative < 600);
+}

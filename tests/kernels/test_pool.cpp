@@ -289,3 +289,13 @@ TEST_CASE("pooling errors name the op, the window and the input", "[pool][errors
         "adaptive_avg_pool2d: input f32 [1, 2, 0, 3] on cpu has an empty plane");
     REQUIRE_THROWS_WITH_MSG(max_pool2d(Tensor(), {2, 2}), "max_pool2d: undefined input");
 }
+
+TEST_CASE("pooling rejects windows that see no input and oversized parameters", "[pool][errors]") {
+    Tensor x = ones({1, 1, 1, 1});
+    REQUIRE_THROWS_WITH_MSG(kernels::max_pool2d(x, {2, 2}, {0, 0}, {1, 1}, {2, 2}, false),
+                            "covers no element of input");
+    const int64_t big = int64_t(1) << 62;
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::max_pool2d(ones({1, 1, 4, 4}), {big, 1}, {1, 1}, {big / 2, 0}, {1, 1}, false),
+        "exceed 2^30");
+}
