@@ -55,6 +55,9 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
                                  (dst.device().is_cpu() && d.storage()->pinned());
         cuda::memcpy(d.data_ptr(), d.device(), s.data_ptr(), s.device(),
                      size_t(d.numel() * d.element_size()), non_blocking && host_pinned);
+        // Note: `s` and `d` may be temporaries that die when this returns. That is
+        // safe with plain cudaFree (it synchronizes); the CUDA caching allocator
+        // must record the copy's stream on them before reusing their memory.
         if (!d.is_same(dst)) copy_same_device(dst, d);
 #else
         (void)non_blocking;
