@@ -1,2 +1,443 @@
-// Tests for the reduce kernels.
+// Reductions against naive f64 references computed here with plain loops, over
+// a table of shapes, dim sets, layouts, dtypes and keepdim; integer sums; the
+// accuracy of f32 sums; max/min indices with ties and NaN; every error path.
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/reduce.h"
 #include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+namespace k = ember::kernels;
+
+namespace {
+
+const DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+// For each output element, the input values reduced into it, in row-major
+// order of the input (so in order along a single reduced dim).
+struct Groups {
+    Shape out_shape;
+    std::vector<std::vector<double>> values;
+};
+
+Groups group_values(const Tensor& x, const Shape& dims, bool keepdim) {
+    const int64_t nd = x.dim();
+    std::vector<bool> reduced(size_t(nd), dims.empty());
+    for (int64_t d : dims)
+        if (nd > 0) reduced[size_t(d < 0 ? d + nd : d)] = true;
+    Groups g;
+    int64_t out_numel = 1;
+    for (int64_t d = 0; d < nd; ++d) {
+        if (!reduced[size_t(d)]) out_numel *= x.shape()[size_t(d)];
+        if (!reduced[size_t(d)])
+            g.out_shape.push_back(x.shape()[size_t(d)]);
+        else if (keepdim)
+            g.out_shape.push_back(1);
+    }
+    g.values.resize(size_t(out_numel));
+    const std::vector<double> v = values(x);
+    Shape idx(size_t(nd), 0);  // unravel(i, x.shape()), advanced as i counts up
+    for (size_t i = 0; i < v.size(); ++i) {
+        int64_t o = 0;
+        for (int64_t d = 0; d < nd; ++d)
+            if (!reduced[size_t(d)]) o = o * x.shape()[size_t(d)] + idx[size_t(d)];
+        g.values[size_t(o)].push_back(v[i]);
+        for (int64_t d = nd - 1; d >= 0 && ++idx[size_t(d)] == x.shape()[size_t(d)]; --d)
+            idx[size_t(d)] = 0;
+    }
+    return g;
+}
+
+double ref_sum(const std::vector<double>& g) {
+    double s = 0;
+    for (double v : g) s += v;
+    return s;
+}
+double ref_norm(const std::vector<double>& g, double p) {
+    double s = 0;
+    for (double v : g) s = std::isinf(p) ? std::max(s, std::abs(v)) : s + std::pow(std::abs(v), p);
+    return std::isinf(p) ? s : std::pow(s, 1 / p);
+}
+double ref_var(const std::vector<double>& g, double correction) {
+    const double n = double(g.size()), mean = ref_sum(g) / n;
+    double m2 = 0;
+    for (double v : g) m2 += (v - mean) * (v - mean);
+    return m2 / std::max(0.0, n - correction);
+}
+double ref_extreme(const std::vector<double>& g, bool is_max) {
+    double m = g.at(0);
+    for (double v : g) {
+        if (std::isnan(v)) return v;
+        m = is_max ? std::max(m, v) : std::min(m, v);
+    }
+    return m;
+}
+
+// The same values in several memory layouts.
+std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& x) {
+    std::vector<std::pair<std::string, Tensor>> out = {{"contiguous", x},
+                                                       {"transposed", non_contiguous(x)}};
+    if (x.dim() >= 1) {  // every other row of a larger tensor whose gaps hold 7s
+        Shape big = x.shape();
+        big[0] *= 2;
+        Tensor b = full(big, 7.0, {x.dtype()});
+        Tensor v = b.slice(0, 0, big[0], 2);
+        v.copy_(x);
+        out.push_back({"step-2 slice", v});
+    }
+    if (x.dim() >= 3) {  // dense, memory order reversed
+        Shape rev;
+        for (int64_t d = x.dim() - 1; d >= 0; --d) rev.push_back(d);
+        out.push_back({"reversed memory order", x.permute(rev).contiguous().permute(rev)});
+    }
+    return out;
+}
+
+struct Case {
+    Shape shape;
+    Shape dims;
+};
+
+// Size-0 and size-1 dims, 0-d, all dims, non-consecutive and negative dim
+// sets, and tensors big enough for the threaded paths (rows, few long rows cut
+// into chunks, column strips, column strips cut into row chunks, permuted copy).
+const Case kCases[] = {
+    {{}, {}},
+    {{}, {0}},
+    {{}, {-1}},
+    {{7}, {}},
+    {{7}, {0}},
+    {{1}, {0}},
+    {{0}, {0}},
+    {{3, 0}, {1}},
+    {{3, 0}, {0}},
+    {{4, 5}, {0}},
+    {{4, 5}, {1}},
+    {{4, 5}, {-1}},
+    {{4, 5}, {0, 1}},
+    {{5, 1, 4}, {1}},
+    {{5, 1, 4}, {0, 2}},
+    {{3, 4, 5}, {1}},
+    {{3, 4, 5}, {2, 0}},
+    {{3, 4, 5}, {-1, -2}},
+    {{2, 3, 4, 5}, {0, 2}},
+    {{2, 3, 4, 5}, {1, 3}},
+    {{2, 3, 4, 5}, {3, 1, 0}},
+    {{6, 1, 7}, {0, 1}},
+    {{300, 257}, {1}},
+    {{300, 257}, {0}},
+    {{2, 70000}, {1}},
+    {{150000}, {}},
+    {{3000, 3, 7}, {1}},
+    {{1, 1100, 520}, {1}},
+    {{40, 30, 50}, {0, 2}},
+    {{40, 2500}, {0}},
+};
+
+// The reference as the result dtype holds it (f16 sums past 65504 are inf).
+std::vector<double> rounded(const std::vector<double>& v, DType dt) {
+    return values(from_vector(v, {int64_t(v.size())}).to(dt));
+}
+
+std::string case_name(const Case& c, DType dt, const std::string& layout, bool keepdim) {
+    return str(dtype_name(dt), " ", shape_str(c.shape), " dims ", shape_str(c.dims), " ", layout,
+               keepdim ? " keepdim" : "");
+}
+
+}  // namespace
+
+TEST_CASE("known values", "[reduce]") {
+    const Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+    check_close(k::sum(x, {0}), {5, 7, 9});
+    check_close(k::sum(x, {1}, true), {6, 15});
+    REQUIRE(k::sum(x, {1}, true).shape() == Shape{2, 1});
+    check_close(k::mean(x), {3.5});
+    check_close(k::var(x, {1}), {1, 1});
+    check_close(k::std(x, {0}, 0), {1.5, 1.5, 1.5});
+    check_close(k::norm(x, 1, {1}), {6, 15});
+    check_close(k::norm(x, INFINITY), {6});
+    check_close(k::amin(x, {0}), {1, 2, 3});
+    const k::ValuesIndices m = k::max(x, 0);
+    check_close(m.values, {4, 5, 6});
+    check_close(m.indices, {1, 1, 1});
+}
+
+TEST_CASE("floating reductions match an f64 reference", "[reduce]") {
+    uint64_t seed = 1;
+    for (const Case& c : kCases) {
+        for (DType dt : kFloats) {
+            const Tensor x = random_tensor(c.shape, dt, seed++);
+            const double rtol = rtol_for(dt);
+            for (const auto& [layout, xl] : layouts(x)) {
+                for (bool keepdim : {false, true}) {
+                    if (keepdim && layout != "contiguous") continue;  // keepdim only reshapes
+                    INFO(case_name(c, dt, layout, keepdim));
+                    const Groups g = group_values(xl, c.dims, keepdim);
+                    const size_t n = g.values.empty() ? 0 : g.values[0].size();
+                    // Sums of random signs cancel: allow rtol on a random walk's size.
+                    const double walk = rtol * std::sqrt(double(std::max<size_t>(n, 1)));
+                    std::vector<double> sum, mean, n1, n2, ninf, var0, var1, std1, amax, amin;
+                    for (const std::vector<double>& v : g.values) {
+                        sum.push_back(ref_sum(v));
+                        mean.push_back(ref_sum(v) / double(v.size()));
+                        n1.push_back(ref_norm(v, 1));
+                        n2.push_back(ref_norm(v, 2));
+                        ninf.push_back(ref_norm(v, INFINITY));
+                        var0.push_back(ref_var(v, 0));
+                        var1.push_back(ref_var(v, 1));
+                        std1.push_back(std::sqrt(ref_var(v, 1)));
+                        if (!v.empty()) amax.push_back(ref_extreme(v, true));
+                        if (!v.empty()) amin.push_back(ref_extreme(v, false));
+                    }
+                    const Tensor s = k::sum(xl, c.dims, keepdim);
+                    REQUIRE(s.shape() == g.out_shape);
+                    REQUIRE(s.dtype() == dt);
+                    check_close(s, rounded(sum, dt), rtol, walk);
+                    check_close(k::mean(xl, c.dims, keepdim), rounded(mean, dt), rtol,
+                                walk / double(std::max<size_t>(n, 1)));
+                    check_close(k::norm(xl, 1, c.dims, keepdim), rounded(n1, dt), rtol);
+                    check_close(k::norm(xl, 2, c.dims, keepdim), rounded(n2, dt), rtol);
+                    check_close(k::norm(xl, INFINITY, c.dims, keepdim), rounded(ninf, dt), rtol);
+                    check_close(k::var(xl, c.dims, 0, keepdim), rounded(var0, dt), rtol, rtol);
+                    check_close(k::var(xl, c.dims, 1, keepdim), rounded(var1, dt), rtol, rtol);
+                    check_close(k::std(xl, c.dims, 1, keepdim), rounded(std1, dt), rtol, rtol);
+                    if (n == 0 && !g.values.empty()) {
+                        REQUIRE_THROWS_WITH_MSG(k::amax(xl, c.dims, keepdim),
+                                                "amax: cannot reduce over an empty dim");
+                        continue;
+                    }
+                    check_close(k::amax(xl, c.dims, keepdim), amax, 0, 0);
+                    check_close(k::amin(xl, c.dims, keepdim), amin, 0, 0);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("integer and bool sums give i64; amax/amin keep the dtype", "[reduce]") {
+    const DType ints[] = {DType::i32, DType::i64, DType::u8, DType::boolean};
+    uint64_t seed = 100;
+    for (const Case& c : kCases) {
+        for (DType dt : ints) {
+            const double lo = dt == DType::u8 ? 0 : -1000, hi = dt == DType::u8 ? 250 : 1000;
+            const Tensor x = random_tensor(c.shape, dt, seed++, lo, hi);
+            for (const auto& [layout, xl] : layouts(x)) {
+                INFO(case_name(c, dt, layout, false));
+                const Groups g = group_values(xl, c.dims, false);
+                std::vector<double> sum, amax, amin;
+                for (const std::vector<double>& v : g.values) {
+                    sum.push_back(ref_sum(v));
+                    if (!v.empty()) amax.push_back(ref_extreme(v, true));
+                    if (!v.empty()) amin.push_back(ref_extreme(v, false));
+                }
+                const Tensor s = k::sum(xl, c.dims);
+                REQUIRE(s.dtype() == DType::i64);
+                check_close(s, sum, 0, 0);
+                if (amax.size() != g.values.size()) continue;  // empty dims: checked above
+                const Tensor mx = k::amax(xl, c.dims);
+                REQUIRE(mx.dtype() == dt);
+                check_close(mx, amax, 0, 0);
+                check_close(k::amin(xl, c.dims), amin, 0, 0);
+            }
+        }
+    }
+    // u8 sums past 255 and i32 sums past 2^31 do not wrap in the input type.
+    check_close(k::sum(full({1000}, 200, {DType::u8})), {200000}, 0, 0);
+    check_close(k::sum(full({3}, 2e9, {DType::i32})), {6e9}, 0, 0);
+}
+
+TEST_CASE("f32 sums are pairwise: 16M x 0.1f stays accurate", "[reduce][accuracy]") {
+    const int64_t n = int64_t(1) << 24;
+    const double exact = double(n) * double(0.1f);
+    // A running f32 sum drifts once the total dwarfs 0.1: 15% high here.
+    float naive = 0;
+    for (int64_t i = 0; i < n; ++i) naive += 0.1f;
+    CHECK(std::abs(naive - exact) / exact > 1e-2);
+
+    const Tensor flat = full({n}, 0.1);
+    const double all = k::sum(flat).item();
+    INFO("full sum " << all << " vs " << exact);
+    CHECK(std::abs(all - exact) / exact < 1e-6);
+    // Along the last dim of rows, and down the columns of a [4M, 4] (the column path).
+    const Tensor rows = k::sum(flat.view({4, n / 4}), {1});
+    for (double v : values(rows)) CHECK(std::abs(v - exact / 4) / (exact / 4) < 1e-6);
+    const Tensor cols = k::sum(flat.view({n / 4, 4}), {0});
+    for (double v : values(cols)) CHECK(std::abs(v - exact / 4) / (exact / 4) < 1e-6);
+    CHECK(std::abs(k::mean(flat).item() - double(0.1f)) < 1e-6 * 0.1);
+}
+
+TEST_CASE("results do not depend on the number of threads", "[reduce]") {
+    // 5 long rows and 5 column strips: cut into chunks with several threads
+    // (fewer than 4 items per thread), whole with one.
+    const Tensor x = random_tensor({5, 300000}, DType::f32, 7);
+    const Tensor y = random_tensor({5, 1100, 3}, DType::f32, 8);
+    const auto run = [&] {
+        return std::vector<Tensor>{k::sum(x),      k::sum(x, {1}),       k::sum(y, {1}),
+                                   k::var(x, {1}), k::max(x, 1).indices, k::argmin(x)};
+    };
+    const std::vector<Tensor> many = run();
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const std::vector<Tensor> one = run();
+    omp_set_num_threads(threads);
+    for (size_t i = 0; i < many.size(); ++i) CHECK(values(many[i]) == values(one[i]));
+}
+
+TEST_CASE("var and std with correction >= n divide by zero like PyTorch", "[reduce]") {
+    const Tensor two = from_vector(std::vector<double>{1, 2});
+    check_close(k::var(two, {}, 0), {0.25});
+    check_close(k::var(two, {}, 1), {0.5});
+    check_close(k::var(two, {}, 2), {INFINITY});  // 0.5 / 0
+    check_close(k::var(two, {}, 5), {INFINITY});
+    check_close(k::var(two, {}, 0.5), {1.0 / 3});
+    check_close(k::var(from_vector(std::vector<double>{3, 3}), {}, 2), {NAN});  // 0 / 0
+    check_close(k::std(from_vector(std::vector<float>{5}), {0}), {NAN});
+    check_close(k::var(empty({0})), {NAN});
+    check_close(k::mean(empty({0, 3}), {0}), {NAN, NAN, NAN});
+    check_close(k::sum(empty({0, 3}), {0}), {0, 0, 0});
+    check_close(k::norm(empty({0})), {0.0});
+    check_close(k::norm(empty({0}), INFINITY), {0.0});
+}
+
+TEST_CASE("reductions propagate NaN and inf", "[reduce]") {
+    Tensor x = random_tensor({4, 50}, DType::f32, 9);
+    x.set({1, 7}, NAN);
+    x.set({2, 3}, INFINITY);
+    x.set({3, 3}, -INFINITY);
+    const std::vector<double> s = values(k::sum(x, {1}));
+    CHECK(std::isnan(s[1]));
+    CHECK(s[2] == INFINITY);
+    CHECK(s[3] == -INFINITY);
+    CHECK(std::isfinite(s[0]));
+    CHECK(std::isnan(k::amax(x, {1}).at({1})));
+    CHECK(std::isnan(k::amin(x, {1}).at({1})));
+    CHECK(k::amax(x, {1}).at({2}) == INFINITY);
+    CHECK(k::amin(x, {1}).at({3}) == -INFINITY);
+    CHECK(std::isnan(k::norm(x, INFINITY, {1}).at({1})));
+    CHECK(std::isnan(k::var(x, {1}).at({1})));
+}
+
+namespace {
+
+// First index of the max (min) of g, a NaN counting as the max (min).
+int64_t ref_arg(const std::vector<double>& g, bool is_max) {
+    int64_t best = 0;
+    for (int64_t i = 0; i < int64_t(g.size()); ++i) {
+        if (std::isnan(g[size_t(i)])) return i;
+        if (is_max ? g[size_t(i)] > g[size_t(best)] : g[size_t(i)] < g[size_t(best)]) best = i;
+    }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("max/min return the first extreme and its index; NaN wins", "[reduce]") {
+    struct DimCase {
+        Shape shape;
+        int64_t dim;
+    };
+    const DimCase cases[] = {{{}, 0},         {{1}, 0},          {{9}, 0},        {{9}, -1},
+                             {{4, 6}, 0},     {{4, 6}, 1},       {{3, 5, 4}, 1},  {{3, 5, 4}, -3},
+                             {{2, 1, 3}, 1},  {{0, 3}, 1},       {{300, 200}, 1}, {{300, 200}, 0},
+                             {{2, 80000}, 1}, {{40, 900, 3}, 1}, {{30, 2100}, 0}};
+    uint64_t seed = 200;
+    for (const DimCase& c : cases) {
+        for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8}) {
+            // Few distinct values, so ties are common.
+            Tensor x = random_tensor(c.shape, DType::i64, seed++, 0, 4).to(dt);
+            if (is_floating(dt) && x.numel() > 20) {  // NaNs in some rows, two in one
+                x.view({-1}).set({3}, NAN);
+                x.view({-1}).set({11}, NAN);
+                x.view({-1}).set({x.numel() - 2}, NAN);
+            }
+            for (const auto& [layout, xl] : layouts(x)) {
+                for (bool keepdim : {false, true}) {
+                    if (keepdim && layout != "contiguous") continue;
+                    INFO(str(dtype_name(dt), " ", shape_str(c.shape), " dim ", c.dim, " ", layout,
+                             keepdim ? " keepdim" : ""));
+                    const Groups g = group_values(xl, {c.dim}, keepdim);
+                    for (bool is_max : {true, false}) {
+                        std::vector<double> want_v, want_i;
+                        for (const std::vector<double>& v : g.values) {
+                            want_i.push_back(double(ref_arg(v, is_max)));
+                            want_v.push_back(v[size_t(want_i.back())]);
+                        }
+                        const k::ValuesIndices r =
+                            is_max ? k::max(xl, c.dim, keepdim) : k::min(xl, c.dim, keepdim);
+                        REQUIRE(r.values.shape() == g.out_shape);
+                        REQUIRE(r.values.dtype() == dt);
+                        REQUIRE(r.indices.dtype() == DType::i64);
+                        check_close(r.values, want_v, 0, 0);
+                        check_close(r.indices, want_i, 0, 0);
+                        check_close(
+                            is_max ? k::argmax(xl, c.dim, keepdim) : k::argmin(xl, c.dim, keepdim),
+                            want_i, 0, 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("argmax/argmin without a dim index the flattened tensor", "[reduce]") {
+    Tensor x = random_tensor({30, 40}, DType::f32, 300);
+    x.set({17, 5}, 10);
+    x.set({20, 1}, 10);  // a later tie
+    x.set({2, 9}, -10);
+    CHECK(k::argmax(x).item() == 17 * 40 + 5);
+    CHECK(k::argmin(x).item() == 2 * 40 + 9);
+    CHECK(k::argmax(x).dim() == 0);
+    CHECK(k::argmax(x, std::nullopt, true).shape() == Shape{1, 1});
+    // Flattened in logical order, whatever the layout.
+    CHECK(k::argmax(non_contiguous(x)).item() == 17 * 40 + 5);
+    CHECK(k::argmax(x.t()).item() == 1 * 30 + 20);  // the tie at x[20, 1] comes first in x.t()
+    Tensor big = random_tensor({200000}, DType::f32, 301);
+    big.view({-1}).set({123456}, 5);
+    CHECK(k::argmax(big).item() == 123456);
+    big.set({7}, NAN);
+    CHECK(k::argmax(big).item() == 7);
+    CHECK(k::argmin(big).item() == 7);
+    CHECK(k::argmax(full({}, 3.0)).item() == 0);
+}
+
+TEST_CASE("reduction errors name the op, the input and the problem", "[reduce][errors]") {
+    const Tensor x = random_tensor({2, 3}, DType::f32, 400);
+    REQUIRE_THROWS_WITH_MSG(k::sum(Tensor()), "sum: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(k::max(Tensor(), 0), "max: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(k::argmax(Tensor()), "argmax: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(k::sum(x, {2}), "sum: dim 2 out of range for input f32 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(k::amax(x, {-3}), "amax: dim -3 out of range for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::mean(x, {1, -1}),
+                            "mean: dim -1 appears twice in dims [1, -1] for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::max(x, 5), "max: dim 5 out of range for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::sum(full({}, 1.0), {1}),
+                            "sum: dim 1 out of range for input f32 [] on cpu");
+    const Tensor i = random_tensor({2, 3}, DType::i32, 401, 0, 9);
+    REQUIRE_THROWS_WITH_MSG(k::mean(i),
+                            "mean: expected a floating-point tensor, got i32 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(k::var(i), "var: expected a floating-point tensor, got i32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::std(i.to(DType::boolean)),
+                            "std: expected a floating-point tensor, got bool");
+    REQUIRE_THROWS_WITH_MSG(k::norm(i), "norm: expected a floating-point tensor, got i32");
+    REQUIRE_THROWS_WITH_MSG(k::norm(x, 3),
+                            "norm: p must be 1, 2 or inf, got 3 for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::norm(x, -INFINITY), "norm: p must be 1, 2 or inf, got -inf");
+    const Tensor e = empty({0, 3});
+    REQUIRE_THROWS_WITH_MSG(
+        k::amax(e, {0}),
+        "amax: cannot reduce over an empty dim of input f32 [0, 3] on cpu (dims [0])");
+    REQUIRE_THROWS_WITH_MSG(k::amin(e),
+                            "amin: cannot reduce over an empty dim of input f32 [0, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::max(e, 0),
+                            "max: cannot reduce over dim 0 of size 0 of input f32 [0, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::argmin(e, -2), "argmin: cannot reduce over dim -2 of size 0");
+    REQUIRE_THROWS_WITH_MSG(k::argmax(e),
+                            "argmax: cannot take the argmax of an empty input f32 [0, 3]");
+    // Reducing the non-empty dim of an empty tensor is fine: an empty result.
+    CHECK(k::amax(e, {1}).shape() == Shape{0});
+    CHECK(k::max(e, 1).indices.shape() == Shape{0});
+}

@@ -1,2 +1,151 @@
-// Tests for the softmax kernels.
+// softmax and log_softmax against exp(x - logsumexp) computed in f64 here,
+// over shapes, dims, layouts and floating dtypes; rows summing to 1; large
+// magnitudes, NaN and -inf; every error path.
+#include <cmath>
+
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
 #include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+namespace k = ember::kernels;
+
+namespace {
+
+// softmax (or log_softmax) of x along dim in f64: for each line along dim,
+// lse = m + log(sum exp(x - m)), then exp(x - lse) or x - lse.
+std::vector<double> ref_softmax(const Tensor& x, int64_t dim, bool log) {
+    const std::vector<double> v = values(x);
+    std::vector<double> out(v.size());
+    if (v.empty()) return out;
+    const int64_t nd = std::max<int64_t>(x.dim(), 1);
+    const Shape shape = x.dim() ? x.shape() : Shape{1};
+    const int64_t d = dim < 0 ? dim + nd : dim;
+    int64_t inner = 1;
+    for (int64_t i = d + 1; i < nd; ++i) inner *= shape[size_t(i)];
+    const int64_t n = shape[size_t(d)];
+    for (int64_t start = 0; start < int64_t(v.size()); ++start) {
+        if ((start / inner) % n != 0) continue;  // visit each line once, from its first element
+        double m = -INFINITY;
+        for (int64_t r = 0; r < n; ++r) m = std::max(m, v[size_t(start + r * inner)]);
+        double s = 0;
+        for (int64_t r = 0; r < n; ++r) s += std::exp(v[size_t(start + r * inner)] - m);
+        const double lse = m + std::log(s);
+        for (int64_t r = 0; r < n; ++r) {
+            const double xv = v[size_t(start + r * inner)];
+            out[size_t(start + r * inner)] = log ? (xv - m) - std::log(s) : std::exp(xv - lse);
+        }
+    }
+    return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& x) {
+    std::vector<std::pair<std::string, Tensor>> out = {{"contiguous", x},
+                                                       {"transposed", non_contiguous(x)}};
+    if (x.dim() >= 1) {
+        Shape big = x.shape();
+        big[0] *= 2;
+        Tensor b = full(big, 7.0, {x.dtype()});
+        Tensor v = b.slice(0, 0, big[0], 2);
+        v.copy_(x);
+        out.push_back({"step-2 slice", v});
+    }
+    return out;
+}
+
+struct Case {
+    Shape shape;
+    int64_t dim;
+};
+
+const Case kCases[] = {
+    {{}, 0},           {{}, -1},           {{1}, 0},         {{7}, 0},          {{7}, -1},
+    {{4, 5}, 0},       {{4, 5}, 1},        {{4, 5}, -1},     {{5, 1}, 1},       {{3, 4, 5}, 1},
+    {{2, 3, 4, 5}, 2}, {{2, 3, 4, 5}, -4}, {{0, 5}, 1},      {{3, 0}, 1},       {{300, 257}, 1},
+    {{300, 257}, 0},   {{70, 600}, 0},     {{4, 20000}, -1}, {{3, 700, 20}, 1},
+};
+
+const DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+}  // namespace
+
+TEST_CASE("softmax and log_softmax match exp(x - logsumexp) in f64", "[softmax]") {
+    uint64_t seed = 1;
+    for (const Case& c : kCases) {
+        for (DType dt : kFloats) {
+            const Tensor x = random_tensor(c.shape, dt, seed++, -4, 4);
+            const double rtol = rtol_for(dt);
+            const std::vector<double> want = ref_softmax(x, c.dim, false);
+            const std::vector<double> want_log = ref_softmax(x, c.dim, true);
+            for (const auto& [layout, xl] : layouts(x)) {
+                INFO(dtype_name(dt)
+                     << " " << shape_str(c.shape) << " dim " << c.dim << " " << layout);
+                const Tensor y = k::softmax(xl, c.dim);
+                REQUIRE(y.shape() == c.shape);
+                REQUIRE(y.dtype() == dt);
+                check_close(y, want, rtol, 1e-7);
+                const Tensor ly = k::log_softmax(xl, c.dim);
+                REQUIRE(ly.dtype() == dt);
+                check_close(ly, want_log, rtol, rtol);
+                if (x.numel() == 0) continue;
+                // Rows sum to 1 (within the dtype's rounding of each element).
+                const Tensor sums = k::sum(y.to(DType::f64), {c.dim});
+                check_close(sums, std::vector<double>(size_t(sums.numel()), 1.0), 0, rtol * 2);
+            }
+        }
+    }
+}
+
+TEST_CASE("log_softmax and softmax stay finite for inputs of magnitude 1000", "[softmax]") {
+    for (DType dt : kFloats) {
+        INFO(dtype_name(dt));
+        const Tensor x = random_tensor({16, 300}, dt, 50, -1000, 1000);
+        const Tensor ly = k::log_softmax(x, 1);
+        for (double v : values(ly)) REQUIRE(std::isfinite(v));
+        check_close(ly, ref_softmax(x, 1, true), rtol_for(dt), rtol_for(dt));
+        const Tensor y = k::softmax(x, 1);
+        for (double v : values(y)) REQUIRE(std::isfinite(v));
+        check_close(y, ref_softmax(x, 1, false), rtol_for(dt), 1e-7);
+        // All equal large values: uniform.
+        check_close(k::softmax(full({2, 4}, 1000.0, {dt}), 1), std::vector<double>(8, 0.25), 0, 0);
+    }
+}
+
+TEST_CASE("softmax: -inf gives 0, NaN poisons only its own row", "[softmax]") {
+    Tensor x = random_tensor({3, 6}, DType::f32, 60);
+    x.set({0, 2}, -INFINITY);
+    x.set({1, 4}, NAN);
+    const std::vector<double> y = values(k::softmax(x, 1));
+    const std::vector<double> ly = values(k::log_softmax(x, 1));
+    CHECK(y[2] == 0);
+    CHECK(ly[2] == -INFINITY);
+    for (int j = 0; j < 6; ++j) {
+        CHECK(std::isnan(y[size_t(6 + j)]));
+        CHECK(std::isnan(ly[size_t(6 + j)]));
+        CHECK(std::isfinite(y[size_t(12 + j)]));
+    }
+    // Down the columns as well (the strided path).
+    const std::vector<double> yc = values(k::softmax(x.t().contiguous(), 0));
+    CHECK(yc[2 * 3 + 0] == 0);
+    CHECK(std::isnan(yc[4 * 3 + 1]));
+    CHECK(std::isnan(yc[0 * 3 + 1]));
+    CHECK(std::isfinite(yc[0 * 3 + 2]));
+}
+
+TEST_CASE("softmax errors name the op, the input and the problem", "[softmax][errors]") {
+    const Tensor x = random_tensor({2, 3}, DType::f32, 70);
+    REQUIRE_THROWS_WITH_MSG(k::softmax(Tensor(), 0), "softmax: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(k::log_softmax(Tensor(), 0), "log_softmax: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(k::softmax(x, 2),
+                            "softmax: dim 2 out of range for input f32 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(k::log_softmax(x, -3),
+                            "log_softmax: dim -3 out of range for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::softmax(full({}, 1.0), 1),
+                            "softmax: dim 1 out of range for input f32 []");
+    const Tensor i = random_tensor({2, 3}, DType::i64, 71, 0, 9);
+    REQUIRE_THROWS_WITH_MSG(k::softmax(i, 1),
+                            "softmax: expected a floating-point tensor, got i64 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(k::log_softmax(i.to(DType::boolean), 0),
+                            "log_softmax: expected a floating-point tensor, got bool");
+}

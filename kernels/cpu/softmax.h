@@ -1,0 +1,15 @@
+// CPU softmax and log_softmax over the middle dim of a contiguous
+// [outer, size, inner] buffer (the layout of kernels/cpu/reduce.h).
+#pragma once
+
+#include "kernels/cpu/reduce.h"
+
+namespace ember::kernels::cpu {
+
+/// out = exp(x - max) / sum exp(x - max) along `size`; floating dtypes,
+/// f16/bf16 computed in f32. in and out are contiguous and of one dtype.
+void softmax(const View& out, const View& in, ReduceShape s);
+/// out = (x - max) - log(sum exp(x - max)) along `size`.
+void log_softmax(const View& out, const View& in, ReduceShape s);
+
+}  // namespace ember::kernels::cpu
