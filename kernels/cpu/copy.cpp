@@ -81,7 +81,8 @@ void copy_tiled(const StridedLoop<2>& L, int j) {
                 To* o = reinterpret_cast<To*>(d + r * L.strides[0][j]);
                 const char* in = s + r * L.strides[1][j];
                 for (int64_t c = c0; c < c1; ++c)
-                    o[c] = math::cast<To>(*reinterpret_cast<const From*>(in + c * L.strides[1][last]));
+                    o[c] =
+                        math::cast<To>(*reinterpret_cast<const From*>(in + c * L.strides[1][last]));
             }
         }
     }
@@ -101,8 +102,9 @@ void copy(const View& dst, const View& src) {
         bytes_dst.shape[0] = bytes_src.shape[0] = nbytes;
         bytes_dst.strides[0] = bytes_src.strides[0] = 1;
         const StridedLoop<2> L = make_loop<2>({&bytes_dst, &bytes_src});
-        for_each_run(L, [](char** p, const int64_t*, int64_t n) { std::memcpy(p[0], p[1], size_t(n)); },
-                     int64_t(1) << 18);
+        for_each_run(
+            L, [](char** p, const int64_t*, int64_t n) { std::memcpy(p[0], p[1], size_t(n)); },
+            int64_t(1) << 18);
         return;
     }
     visit_dtype(dst.dtype, [&](auto to_tag) {

@@ -53,8 +53,8 @@ void unary(UnaryOp op, const View& out, const View& in) {
     // perf: exp, log, tanh, erf, sigmoid and gelu call scalar libm per element (GCC
     // vectorizes them only with -ffast-math): compute-bound, ~1/4 of the copy limit.
     math::visit_op(op, [&]<class F>(F f) {
-        math::visit_accepted<math::accepts_v<F>>(in.dtype,
-                                                 [&]<class T>(TypeTag<T>) { map_unary<T>(out, in, f); });
+        math::visit_accepted<math::accepts_v<F>>(
+            in.dtype, [&]<class T>(TypeTag<T>) { map_unary<T>(out, in, f); });
     });
 }
 

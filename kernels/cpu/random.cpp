@@ -1,10 +1,11 @@
 // CPU random fills following the Philox stream contract (kernels/random_math.h).
 // Every element is computed independently, so the loop splits across threads
 // freely and gives the same values for any thread count.
+#include "kernels/random.h"
+
 #include <omp.h>
 
 #include "kernels/cpu/loop.h"
-#include "kernels/random.h"
 #include "kernels/random_math.h"
 
 namespace ember::kernels::cpu {
