@@ -2,7 +2,7 @@
 # Installs the build tree into a scratch prefix, then configures, builds and
 # runs tests/package as an outside project would.
 set -euo pipefail
-build_dir="$1"
+build_dir="$(cd "$1" && pwd)"
 src_dir="$(cd "$(dirname "$0")" && pwd)"
 work="$build_dir/package-test"
 rm -rf "$work"
