@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "core/macros.h"
 
@@ -14,9 +13,7 @@ EMBER_HD EMBER_INLINE uint32_t float_bits(float f) {
 #if defined(__CUDA_ARCH__)
     return __float_as_uint(f);
 #else
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    return u;
+    return __builtin_bit_cast(uint32_t, f);
 #endif
 }
 
@@ -24,9 +21,7 @@ EMBER_HD EMBER_INLINE float bits_float(uint32_t u) {
 #if defined(__CUDA_ARCH__)
     return __uint_as_float(u);
 #else
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
+    return __builtin_bit_cast(float, u);
 #endif
 }
 
@@ -55,23 +50,18 @@ EMBER_HD EMBER_INLINE uint16_t float_to_half_bits(float f) {
     return uint16_t(sign | h);
 }
 
-/// IEEE binary16 bits -> f32 (exact).
+/// IEEE binary16 bits -> f32 (exact). Branch-free (selects only) so that
+/// loops over f16 data vectorize: normals and inf/NaN by rebiasing the
+/// exponent, subnormals as m * 2^-24 (exact in f32).
 EMBER_HD EMBER_INLINE float half_bits_to_float(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    if (e == 0) {
-        if (m == 0) return bits_float(sign);
-        e = 113;  // subnormal: normalize
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            --e;
-        }
-        m &= 0x3ffu;
-        return bits_float(sign | (e << 23) | (m << 13));
-    }
-    if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
-    return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+    const uint32_t em = h & 0x7fffu;  // exponent and mantissa
+    const uint32_t e = h & 0x7c00u;
+    // Rebias 15 -> 127; inf/NaN (exponent all ones) rebias twice, keeping the payload.
+    const uint32_t normal = (em << 13) + (112u << 23) + uint32_t(e == 0x7c00u) * (112u << 23);
+    const uint32_t subnormal = float_bits(float(int32_t(em)) * (1.0f / 16777216.0f));  // m * 2^-24
+    const uint32_t is_sub = 0u - uint32_t(e == 0);  // all ones when subnormal or zero
+    return bits_float(((subnormal & is_sub) | (normal & ~is_sub)) | sign);
 }
 
 /// f32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN.
