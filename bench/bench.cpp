@@ -2,7 +2,6 @@
 #include "bench/bench.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,6 +46,32 @@ double median_ms(const std::function<void()>& f, int warmup, int repeats) {
     return t[t.size() / 2];
 }
 
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
+                                          const Options& o) {
+    for (int i = 0; i < o.warmup; ++i)
+        for (const auto& f : fs) f();
+    std::vector<std::vector<double>> t(fs.size());
+    for (int i = 0; i < std::max(1, o.repeats); ++i)
+        for (size_t j = 0; j < fs.size(); ++j) {
+            const auto start = std::chrono::steady_clock::now();
+            fs[j]();
+            const auto end = std::chrono::steady_clock::now();
+            t[j].push_back(std::chrono::duration<double, std::milli>(end - start).count());
+        }
+    std::vector<double> med;
+    for (auto& v : t) {
+        std::sort(v.begin(), v.end());
+        med.push_back(v[v.size() / 2]);
+    }
+    return med;
+}
+
+std::string limit_label(const char* what, double value, const char* unit) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s %.1f %s", what, value, unit);
+    return buf;
+}
+
 double measure_copy_gbps(const Options& o) {
     const int64_t n = o.quick ? (int64_t(1) << 20) : (int64_t(1) << 24);
     Tensor a = rand({n}), b = empty({n});
@@ -75,8 +100,8 @@ void Report::print_json() const {
         std::printf(
             "  {\"family\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", \"ms\": %.6f, "
             "\"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, \"limit\": \"%s\"}%s\n",
-            r.family.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps, r.gflops,
-            r.fraction, r.limit.c_str(), i + 1 < rows_.size() ? "," : "");
+            r.family.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps, r.gflops, r.fraction,
+            r.limit.c_str(), i + 1 < rows_.size() ? "," : "");
     }
     std::printf("]\n");
 }
@@ -107,8 +132,10 @@ int run(const Options& o) {
             continue;
         fam.run(o, report);
     }
-    if (o.json) report.print_json();
-    else report.print_table();
+    if (o.json)
+        report.print_json();
+    else
+        report.print_table();
     return 0;
 }
 

@@ -27,21 +27,21 @@ struct Row {
     std::string family;
     std::string kernel;
     std::string shape;
-    double ms = 0;        // median time
-    double gbps = -1;     // achieved bytes/s / 1e9, or -1
-    double gflops = -1;   // achieved flops/s / 1e9, or -1
-    double fraction = -1; // of `limit`, or -1
-    std::string limit;    // what the fraction is of, e.g. "copy 62.1 GB/s"
+    double ms = 0;         // median time
+    double gbps = -1;      // achieved bytes/s / 1e9, or -1
+    double gflops = -1;    // achieved flops/s / 1e9, or -1
+    double fraction = -1;  // of `limit`, or -1
+    std::string limit;     // what the fraction is of, e.g. "copy 62.1 GB/s"
 };
 
 class Report {
-public:
+  public:
     void add(Row r) { rows_.push_back(std::move(r)); }
     const std::vector<Row>& rows() const { return rows_; }
     void print_table() const;
     void print_json() const;
 
-private:
+  private:
     std::vector<Row> rows_;
 };
 
@@ -57,6 +57,14 @@ const std::vector<Family>& families();
 
 /// Median wall time of f() in milliseconds over `repeats` runs after `warmup` runs.
 double median_ms(const std::function<void()>& f, int warmup, int repeats);
+
+/// Median times in ms of each function, timed in turn within every repeat so
+/// that a change in machine load (a shared box) hits all of them alike.
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
+                                          const Options& o);
+
+/// "copy 46.5 GB/s": the label of a limit in the report.
+std::string limit_label(const char* what, double value, const char* unit);
 
 /// Host memory-copy bandwidth in GB/s (bytes read + written), measured now:
 /// the limit elementwise CPU kernels are judged against.

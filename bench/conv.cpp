@@ -27,24 +27,6 @@ struct ConvShape {
     int64_t n, c, h, w, o, k, stride, pad, groups;
 };
 
-// Median ms of f and g timed in turn, so that load from other processes hits
-// both alike (a copy of bench/matmul.cpp's helper; a candidate for bench.h).
-std::pair<double, double> paired_median_ms(const std::function<void()>& f,
-                                           const std::function<void()>& g, const Options& o) {
-    for (int i = 0; i < o.warmup; ++i) f(), g();
-    std::vector<double> tf, tg;
-    auto time = [](const std::function<void()>& h, std::vector<double>& t) {
-        const auto start = std::chrono::steady_clock::now();
-        h();
-        const auto end = std::chrono::steady_clock::now();
-        t.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-    };
-    for (int i = 0; i < std::max(1, o.repeats); ++i) time(f, tf), time(g, tg);
-    std::sort(tf.begin(), tf.end());
-    std::sort(tg.begin(), tg.end());
-    return {tf[tf.size() / 2], tg[tg.size() / 2]};
-}
-
 int64_t out_size(const ConvShape& s, int64_t in) { return (in + 2 * s.pad - s.k) / s.stride + 1; }
 
 // Checks sampled outputs of y = conv2d(x, w, b) against f64 sums.
@@ -83,8 +65,7 @@ void run_conv(const Options& o, Report& rep) {
     const Tensor a = rand({side, side}), b = rand({side, side});
     const double mm_ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
     const double mm = 2.0 * double(side) * double(side) * double(side) / (mm_ms * 1e6);
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "matmul %.1f GFLOP/s", mm);
+    const std::string lim = limit_label("matmul", mm, "GFLOP/s");
     rep.add({"conv", "matmul f32 (limit)", shape_str({side, side, side}), mm_ms, -1, mm, 1.0, lim});
 
     const int64_t n = o.quick ? 2 : 32;
@@ -129,7 +110,8 @@ void run_conv(const Options& o, Report& rep) {
         };
         kernel();
         validate(y, x, w, bias, s);
-        const auto [ms, kms] = paired_median_ms([&] { (void)run(); }, kernel, o);
+        const std::vector<double> t = interleaved_median_ms({[&] { (void)run(); }, kernel}, o);
+        const double ms = t[0], kms = t[1];
         rep.add({"conv", std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, -1,
                  flop / (ms * 1e6), flop / (ms * 1e6) / mm, lim});
         rep.add({"conv", "  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, -1,

@@ -1,23 +1,25 @@
 // Copy family: the memory-copy limit itself, contiguous() of a transposed
 // matrix, and dtype casts. Bytes per element: sizeof(src) + sizeof(dst).
+#include "kernels/copy.h"
+
 #include <cstdio>
 
 #include "bench/bench.h"
 #include "ember.h"
-#include "kernels/copy.h"
 
 namespace ember::bench {
 
 void run_copy(const Options& o, Report& rep) {
     const double limit = measure_copy_gbps(o);
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "copy %.1f GB/s", limit);
+    const std::string lim = limit_label("copy", limit, "GB/s");
     const int64_t n = o.quick ? (int64_t(1) << 20) : (int64_t(1) << 24);
     rep.add({"copy", "memcpy (limit)", shape_str({n}), 2.0 * n * 4 / (limit * 1e6), limit, -1, 1.0,
              lim});
 
-    const DType casts[][2] = {{DType::f32, DType::bf16}, {DType::bf16, DType::f32},
-                              {DType::f32, DType::f16},  {DType::f32, DType::f64},
+    const DType casts[][2] = {{DType::f32, DType::bf16},
+                              {DType::bf16, DType::f32},
+                              {DType::f32, DType::f16},
+                              {DType::f32, DType::f64},
                               {DType::i64, DType::f32}};
     for (const auto& c : casts) {
         Tensor src = rand({n}).to(c[0]);

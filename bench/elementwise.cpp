@@ -53,8 +53,7 @@ void unary_into(K::UnaryOp op, const Tensor& out, const Tensor& x) {
 
 void run_elementwise(const Options& o, Report& rep) {
     const double limit = measure_copy_gbps(o);
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "copy %.1f GB/s", limit);
+    const std::string lim = limit_label("copy", limit, "GB/s");
     const int64_t side = o.quick ? 1024 : 4096, n = side * side;
     const Shape shape = {n}, matrix = {side, side};
 

@@ -51,28 +51,6 @@ void validate(const Tensor& c, const Tensor& a, const Tensor& b, const char* wha
     }
 }
 
-// Median times in ms of each function, timed in turn within every repeat so
-// that a change in machine load (other builds on a shared box) hits all alike.
-std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
-                                          const Options& o) {
-    for (int i = 0; i < o.warmup; ++i)
-        for (const auto& f : fs) f();
-    std::vector<std::vector<double>> t(fs.size());
-    for (int i = 0; i < std::max(1, o.repeats); ++i)
-        for (size_t j = 0; j < fs.size(); ++j) {
-            const auto start = std::chrono::steady_clock::now();
-            fs[j]();
-            const auto end = std::chrono::steady_clock::now();
-            t[j].push_back(std::chrono::duration<double, std::milli>(end - start).count());
-        }
-    std::vector<double> med;
-    for (auto& v : t) {
-        std::sort(v.begin(), v.end());
-        med.push_back(v[v.size() / 2]);
-    }
-    return med;
-}
-
 std::string mnk(int64_t m, int64_t n, int64_t k) {
     return std::to_string(m) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" +
            std::to_string(n);
@@ -103,11 +81,10 @@ void gemm_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
          [&] { kernels::cpu::matmul(vd, va, vb); }, [&] { C.noalias() = A * Bt; },
          [&] { (void)kernels::matmul(a, bt.t()); }},
         o);
-    char lim[64], lim_t[64];
-    std::snprintf(lim, sizeof lim, "Eigen %.1f GFLOP/s", flop / (ms[0] * 1e6));
-    std::snprintf(lim_t, sizeof lim_t, "Eigen %.1f GFLOP/s", flop / (ms[3] * 1e6));
+    const std::string lim = limit_label("Eigen", flop / (ms[0] * 1e6), "GFLOP/s");
+    const std::string lim_t = limit_label("Eigen", flop / (ms[3] * 1e6), "GFLOP/s");
     const std::string shape = mnk(m, n, k);
-    auto row = [&](const char* kernel, double t, double limit_ms, const char* limit) {
+    auto row = [&](const char* kernel, double t, double limit_ms, const std::string& limit) {
         rep.add({"matmul", kernel, shape, t, -1, flop / (t * 1e6), limit_ms / t, limit});
     };
     row("Eigen direct (limit)", ms[0], ms[0], lim);
@@ -145,8 +122,7 @@ void batched_rows(const Options& o, Report& rep, int64_t nb, int64_t s) {
         interleaved_median_ms({sequential, per_thread, [&] { (void)kernels::bmm(a, b); }}, o);
     const double seq_ms = ms[0], par_ms = ms[1];
     const double best = std::min(seq_ms, par_ms);
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "Eigen loop %.1f GFLOP/s", flop / (best * 1e6));
+    const std::string lim = limit_label("Eigen loop", flop / (best * 1e6), "GFLOP/s");
     rep.add({"matmul", "Eigen loop, sequential", shape, seq_ms, -1, flop / (seq_ms * 1e6),
              best / seq_ms, lim});
     rep.add({"matmul", "Eigen loop, omp batch", shape, par_ms, -1, flop / (par_ms * 1e6),

@@ -43,8 +43,7 @@ void validate(const Tensor& x, const Tensor& y, bool log) {
 
 void run_softmax(const Options& o, Report& rep) {
     const double limit = measure_copy_gbps(o);
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "copy %.1f GB/s", limit);
+    const std::string lim = limit_label("copy", limit, "GB/s");
     const Shape shapes[] = {o.quick ? Shape{1024, 1024} : Shape{4096, 4096},
                             o.quick ? Shape{2048, 512} : Shape{32768, 512}};
     for (const Shape& shape : shapes) {
