@@ -37,7 +37,9 @@ Reduction parse_dims(const Tensor& x, const Shape& dims, bool keepdim, const cha
     }
     for (int64_t d = 0; d < nd; ++d) {
         if (r.reduced[size_t(d)]) {
-            r.size *= x.shape()[size_t(d)];
+            // The product can only overflow when a kept dim is 0 (else it is at most
+            // numel); the output is then empty, and a saturated size is harmless.
+            if (__builtin_mul_overflow(r.size, x.shape()[size_t(d)], &r.size)) r.size = INT64_MAX;
             if (keepdim) r.out_shape.push_back(1);
         } else {
             r.out_shape.push_back(x.shape()[size_t(d)]);

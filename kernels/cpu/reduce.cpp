@@ -133,7 +133,10 @@ void reduce_cols(const T* in, Out* out, ReduceShape s, const Op& op) {
     int64_t chunks = (s.size + kChunkRows - 1) / kChunkRows;
     if (!split_into_chunks(strips, chunks)) chunks = 1;
     const int64_t task_rows = chunks > 1 ? kChunkRows : s.size;
-    std::vector<A> part(size_t(chunks > 1 ? strips * chunks * kTile : 0));
+    // Partial sums per (strip, chunk), tw columns each: a narrow inner dim
+    // needs only that many, not a whole tile.
+    const int64_t tw = std::min(kTile, s.inner);
+    std::vector<A> part(size_t(chunks > 1 ? strips * chunks * tw : 0));
     parallel_ranges(strips * chunks, s.outer * s.size * s.inner, [&](int64_t b, int64_t e) {
         std::vector<A> buf(size_t(kTile * (tree_levels(task_rows) + 1)));
         for (int64_t i = b; i < e; ++i) {
@@ -142,21 +145,21 @@ void reduce_cols(const T* in, Out* out, ReduceShape s, const Op& op) {
             const int64_t w = std::min(kTile, s.inner - j0), k0 = o * s.inner + j0;
             const int64_t r0 = c * task_rows, rows = std::min(task_rows, s.size - r0);
             const T* x = in + (o * s.size + r0) * s.inner + j0;
-            A* acc = chunks > 1 ? part.data() + i * kTile : buf.data();
+            A* acc = chunks > 1 ? part.data() + i * tw : buf.data();
             tree_reduce_cols(x, rows, s.inner, w, op, k0, acc, buf.data() + kTile);
             if (chunks == 1)
                 for (int64_t j = 0; j < w; ++j) out[k0 + j] = cast<Out>(op.finish(acc[j], k0 + j));
         }
     });
     if (chunks == 1) return;
-    parallel_ranges(strips, strips * chunks * kTile, [&](int64_t b, int64_t e) {
+    parallel_ranges(strips, strips * chunks * tw, [&](int64_t b, int64_t e) {
         std::vector<A> col(static_cast<size_t>(chunks));
         for (int64_t strip = b; strip < e; ++strip) {
             const int64_t o = strip / tiles, j0 = (strip % tiles) * kTile;
             const int64_t w = std::min(kTile, s.inner - j0), k0 = o * s.inner + j0;
             for (int64_t j = 0; j < w; ++j) {
                 for (int64_t c = 0; c < chunks; ++c)
-                    col[size_t(c)] = part[size_t((strip * chunks + c) * kTile + j)];
+                    col[size_t(c)] = part[size_t((strip * chunks + c) * tw + j)];
                 out[k0 + j] = cast<Out>(op.finish(tree_combine(col.data(), chunks, op), k0 + j));
             }
         }

@@ -441,3 +441,19 @@ TEST_CASE("reduction errors name the op, the input and the problem", "[reduce][e
     CHECK(k::amax(e, {1}).shape() == Shape{0});
     CHECK(k::max(e, 1).indices.shape() == Shape{0});
 }
+
+TEST_CASE("reductions of empty tensors with huge dims do not overflow", "[reduce][errors]") {
+    Tensor z = empty({0, int64_t(1) << 40, int64_t(1) << 40});
+    CHECK(kernels::sum(z, {1, 2}).shape() == Shape{0});
+    CHECK(kernels::amax(z, {1, 2}).shape() == Shape{0});
+    // A kept empty dim still reduces over a non-empty one.
+    CHECK(kernels::max(empty({0, 5}), 1).values.shape() == Shape{0});
+}
+
+TEST_CASE("column sums over a long, narrow tensor stay exact", "[reduce]") {
+    Tensor x = random_tensor({300001, 2}, DType::f32, 17);
+    const std::vector<double> v = values(x);
+    double s0 = 0, s1 = 0;
+    for (size_t i = 0; i < v.size(); i += 2) s0 += v[i], s1 += v[i + 1];
+    check_close(kernels::sum(x, {0}), std::vector<double>{s0, s1}, 1e-5, 1e-3);
+}

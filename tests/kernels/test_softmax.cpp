@@ -149,3 +149,11 @@ TEST_CASE("softmax errors name the op, the input and the problem", "[softmax][er
     REQUIRE_THROWS_WITH_MSG(k::log_softmax(i.to(DType::boolean), 0),
                             "log_softmax: expected a floating-point tensor, got bool");
 }
+
+TEST_CASE("softmax keeps terms down to the smallest normal float", "[softmax]") {
+    Tensor x = from_vector(std::vector<float>{0.0f, -87.335f, -80.0f});
+    const std::vector<double> p = values(kernels::softmax(x, 0));
+    const double denom = 1.0 + std::exp(-87.335) + std::exp(-80.0);
+    CHECK(p[1] == Approx(std::exp(-87.335) / denom).epsilon(1e-5));
+    CHECK(p[2] == Approx(std::exp(-80.0) / denom).epsilon(1e-5));
+}
