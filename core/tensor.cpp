@@ -15,13 +15,13 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
+    for (int64_t d : s) EMBER_CHECK(d >= 0, "negative size in shape ", shape_str(s));
+    for (int64_t d : s)
+        if (d == 0) return 0;  // empty, whatever the other sizes
     int64_t n = 1;
-    for (int64_t d : s) {
-        EMBER_CHECK(d >= 0, "negative size in shape ", shape_str(s));
-        EMBER_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / d,
-                    "shape ", shape_str(s), " has too many elements");
-        n *= d;
-    }
+    for (int64_t d : s)
+        EMBER_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s),
+                    " has too many elements");
     return n;
 }
 
@@ -30,7 +30,8 @@ Shape contiguous_strides(const Shape& s) {
     int64_t acc = 1;
     for (size_t i = s.size(); i-- > 0;) {
         st[i] = acc;
-        acc *= s[i] > 0 ? s[i] : 1;
+        // Only an empty tensor's sizes can overflow here; its strides are never used.
+        if (__builtin_mul_overflow(acc, s[i] > 0 ? s[i] : 1, &acc)) acc = 1;
     }
     return st;
 }
@@ -52,6 +53,10 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 int64_t Tensor::numel() const {
+    // Shapes are checked when made (shape_numel): the product fits unless a
+    // size is 0, and then it is 0.
+    for (int64_t d : shape())
+        if (d == 0) return 0;
     int64_t n = 1;
     for (int64_t d : shape()) n *= d;
     return n;
@@ -62,6 +67,7 @@ void* Tensor::data_ptr() const {
 }
 
 bool Tensor::is_contiguous() const {
+    if (numel() == 0) return true;
     int64_t expected = 1;
     for (int64_t i = dim() - 1; i >= 0; --i) {
         const int64_t sz = shape()[size_t(i)];

@@ -19,12 +19,15 @@ struct View {
     int64_t shape[kMaxDims] = {};
     int64_t strides[kMaxDims] = {};  // in elements; 0 for broadcast dims
 
-    int64_t numel() const {
+    int64_t numel() const {  // sizes come from checked shapes: no overflow unless one is 0
+        for (int i = 0; i < ndim; ++i)
+            if (shape[i] == 0) return 0;
         int64_t n = 1;
         for (int i = 0; i < ndim; ++i) n *= shape[i];
         return n;
     }
     bool is_contiguous() const {
+        if (numel() == 0) return true;
         int64_t expected = 1;
         for (int i = ndim - 1; i >= 0; --i) {
             if (shape[i] == 0) return true;

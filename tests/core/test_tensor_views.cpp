@@ -137,3 +137,14 @@ TEST_CASE("set() converts out-of-range values by the documented rules", "[tensor
     t.set({2}, NAN);
     CHECK(values(t) == std::vector<double>{2147483647.0, -2147483648.0, 0.0});
 }
+
+TEST_CASE("empty tensors may have huge other dims", "[views]") {
+    for (const Shape& s : {Shape{0, int64_t(1) << 40, int64_t(1) << 40},
+                           Shape{int64_t(1) << 40, int64_t(1) << 40, 0}}) {
+        Tensor z = empty(s);
+        CHECK(z.numel() == 0);
+        CHECK(z.is_contiguous());
+        CHECK(z.transpose(0, 2).contiguous().numel() == 0);
+        CHECK(z.reshape({0}).numel() == 0);
+    }
+}
