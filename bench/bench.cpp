@@ -20,6 +20,8 @@ void run_reduce(const Options&, Report&);
 void run_softmax(const Options&, Report&);
 void run_matmul(const Options&, Report&);
 void run_conv(const Options&, Report&);
+void run_loader(const Options&, Report&);
+void run_train(const Options&, Report&);
 
 const std::vector<Family>& families() {
     static const std::vector<Family> list = {
@@ -29,6 +31,8 @@ const std::vector<Family>& families() {
         {"softmax", "softmax and log_softmax over the last dim", run_softmax},
         {"matmul", "matmul against Eigen on the same buffers", run_matmul},
         {"conv", "conv2d on ResNet-like shapes", run_conv},
+        {"loader", "data loader on Fashion-MNIST: workers, trainer wait", run_loader},
+        {"train", "one training step of mlp and resnet8 vs its GEMMs alone", run_train},
     };
     return list;
 }
@@ -88,8 +92,9 @@ void Report::print_table() const {
         if (r.gflops >= 0) std::snprintf(gf, sizeof gf, "%.1f", r.gflops);
         if (r.fraction >= 0)
             std::snprintf(fr, sizeof fr, "%5.1f%% of %s", 100 * r.fraction, r.limit.c_str());
-        std::printf("%-10s %-22s %-22s %10.3f %10s %10s  %s\n", r.family.c_str(), r.kernel.c_str(),
-                    r.shape.c_str(), r.ms, gb, gf, fr);
+        std::printf("%-10s %-22s %-22s %10.3f %10s %10s  %s%s%s\n", r.family.c_str(),
+                    r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, fr, r.note.empty() ? "" : "  ",
+                    r.note.c_str());
     }
 }
 
@@ -99,9 +104,10 @@ void Report::print_json() const {
         const Row& r = rows_[i];
         std::printf(
             "  {\"family\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", \"ms\": %.6f, "
-            "\"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, \"limit\": \"%s\"}%s\n",
+            "\"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, \"limit\": \"%s\", "
+            "\"note\": \"%s\"}%s\n",
             r.family.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps, r.gflops, r.fraction,
-            r.limit.c_str(), i + 1 < rows_.size() ? "," : "");
+            r.limit.c_str(), r.note.c_str(), i + 1 < rows_.size() ? "," : "");
     }
     std::printf("]\n");
 }

@@ -32,6 +32,7 @@ struct Row {
     double gflops = -1;    // achieved flops/s / 1e9, or -1
     double fraction = -1;  // of `limit`, or -1
     std::string limit;     // what the fraction is of, e.g. "copy 62.1 GB/s"
+    std::string note;      // anything else worth a column, e.g. "peak host 12.3 MB"
 };
 
 class Report {

@@ -1,8 +1,10 @@
-// conv family: conv2d forward (im2col + GEMM) on ResNet-like f32 shapes.
-// FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW; the limit is the 1024³ f32 matmul
-// rate measured in the same run (the GEMM the convolution reduces to). Each
-// shape has two rows: the front (which allocates a fresh output, page faults
-// included) and the CPU kernel writing into a reused buffer.
+// conv family: conv2d forward (im2col + GEMM) on ResNet-like f32 shapes,
+// and conv2d_backward's input and weight gradients on the 3×3 64→64 one.
+// FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
+// grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
+// run (the GEMM the convolution reduces to). Each forward shape has two rows:
+// the front (which allocates a fresh output, page faults included) and the
+// CPU kernel writing into a reused buffer; the backward rows time the front.
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -55,6 +57,70 @@ void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
             EMBER_FAIL("bench conv: ", s.name, " is wrong at [", n, ", ", o, ", ", oy, ", ", ox,
                        "]: got ", got, ", expected ", want);
     }
+}
+
+// Checks sampled elements of grad_input and grad_weight of conv2d_backward(dy,
+// x, w) (stride 1, padding s.pad, groups 1) against f64 sums by definition.
+void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& w, const ConvShape& s) {
+    const int64_t oh = dy.size(2), ow = dy.size(3), k = s.k;
+    const float *py = dy.data<float>(), *px = x.data<float>(), *pw = w.data<float>();
+    auto check = [&](const char* what, double got, double want, double mag) {
+        if (std::abs(got - want) > 1e-5 * mag + 1e-6)
+            EMBER_FAIL("bench conv: ", what, " of ", s.name, " is wrong: got ", got, ", expected ",
+                       want);
+    };
+    for (int t = 0; t < 16; ++t) {
+        // d x[n, c, y, xx] = Σ_{o, i, j} dy[n, o, y + pad − i, xx + pad − j] · w[o, c, i, j].
+        const int64_t n = (t * 7) % s.n, c = (t * 13 + 1) % s.c, y = (t * 5 + 2) % s.h,
+                      xx = (t * 11) % s.w;
+        double want = 0, mag = 0;
+        for (int64_t o = 0; o < s.o; ++o)
+            for (int64_t i = 0; i < k; ++i)
+                for (int64_t j = 0; j < k; ++j) {
+                    const int64_t oy = y + s.pad - i, ox = xx + s.pad - j;
+                    if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                    const double v = double(py[((n * s.o + o) * oh + oy) * ow + ox]) *
+                                     double(pw[((o * s.c + c) * k + i) * k + j]);
+                    want += v;
+                    mag += std::abs(v);
+                }
+        check("grad_input", dx.data<float>()[((n * s.c + c) * s.h + y) * s.w + xx], want, mag);
+        // d w[o, c, i, j] = Σ_{n, oy, ox} dy[n, o, oy, ox] · x[n, c, oy − pad + i, ox − pad + j].
+        const int64_t o = (t * 3 + 5) % s.o, i = t % k, j = (t / k) % k;
+        want = mag = 0;
+        for (int64_t m = 0; m < s.n; ++m)
+            for (int64_t oy = 0; oy < oh; ++oy)
+                for (int64_t ox = 0; ox < ow; ++ox) {
+                    const int64_t iy = oy - s.pad + i, ix = ox - s.pad + j;
+                    if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                    const double v = double(py[((m * s.o + o) * oh + oy) * ow + ox]) *
+                                     double(px[((m * s.c + c) * s.h + iy) * s.w + ix]);
+                    want += v;
+                    mag += std::abs(v);
+                }
+        check("grad_weight", dw.data<float>()[((o * s.c + c) * k + i) * k + j], want, mag);
+    }
+}
+
+// Rows for conv2d_backward's grad_input and grad_weight, each asked for alone.
+void run_backward(const ConvShape& s, double mm, const std::string& lim, const Options& o,
+                  Report& rep) {
+    const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
+    const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c, s.k, s.k});
+    const Tensor dy = rand({s.n, s.o, oh, ow});
+    auto grads = [&](bool input, bool weight) {
+        return kernels::conv2d_backward(dy, x, w, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1},
+                                        s.groups, {input, weight, false});
+    };
+    validate_backward(grads(true, false).input, grads(false, true).weight, dy, x, w, s);
+    const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
+    const std::vector<double> t = interleaved_median_ms(
+        {[&] { (void)grads(true, false); }, [&] { (void)grads(false, true); }}, o);
+    const char* what[] = {"conv2d_backward input ", "conv2d_backward weight "};
+    for (int i = 0; i < 2; ++i)
+        rep.add({"conv", std::string(what[i]) + s.name, shape_str({s.n, s.c, s.h, s.w}), t[i], -1,
+                 flop / (t[i] * 1e6), flop / (t[i] * 1e6) / mm, lim});
 }
 
 }  // namespace
@@ -117,6 +183,7 @@ void run_conv(const Options& o, Report& rep) {
         rep.add({"conv", "  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, -1,
                  flop / (kms * 1e6), flop / (kms * 1e6) / mm, lim});
     }
+    run_backward(shapes[0], mm, lim, o, rep);
 }
 
 }  // namespace ember::bench

@@ -56,3 +56,11 @@ std::string str(const Args&... args) {
             ::ember::detail::throw_error(__FILE__, __LINE__,                          \
                                          "internal error (please report): " #cond);   \
     } while (0)
+
+/// An internal invariant with a message (the streamed arguments) for context.
+#define EMBER_INTERNAL_CHECK(cond, ...)                                               \
+    do {                                                                              \
+        if (!(cond))                                                                  \
+            ::ember::detail::throw_error(__FILE__, __LINE__,                          \
+                                         "internal error (please report): ", __VA_ARGS__); \
+    } while (0)

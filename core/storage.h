@@ -46,6 +46,17 @@ using Storage = std::shared_ptr<StorageImpl>;
 /// New storage of `nbytes` on `device` (uninitialized).
 Storage make_storage(Device device, size_t nbytes, bool pinned = false);
 
+/// Bytes of tensor storage ember allocated on a device and still holds, and
+/// the most it held at once since the last reset (torch's memory_allocated /
+/// max_memory_allocated). Requested sizes; caller-owned memory is not counted.
+struct MemoryStats {
+    size_t allocated_bytes = 0;
+    size_t peak_allocated_bytes = 0;
+};
+MemoryStats memory_stats(Device device = Device::cpu());
+/// Starts a new peak: peak_allocated_bytes = allocated_bytes.
+void reset_peak_memory_stats(Device device = Device::cpu());
+
 /// Storage over caller-owned memory; `deleter` (may be empty) runs when the last view dies.
 Storage wrap_storage(void* data, size_t nbytes, Device device,
                      std::function<void(void*)> deleter);

@@ -38,6 +38,9 @@ struct TensorOptions {
 };
 
 struct AutogradMeta;  // defined by autograd/; null for tensors that never took part in it
+namespace autograd {
+struct Node;
+}
 
 /// Shared state of one tensor handle. Users work with Tensor.
 struct TensorImpl {
@@ -83,8 +86,10 @@ public:
     /// True when both handles refer to the same TensorImpl.
     bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
     TensorImpl* unsafe_impl() const { return impl_.get(); }
+    const std::shared_ptr<TensorImpl>& shared_impl() const { return impl_; }
 
-    // ---- Views: share storage, never copy (core/tensor_views.cpp) ----
+    // ---- Views: share storage, never copy. Defined in autograd/ops/views.cpp,
+    // which records their backward; the layout math is views:: in core. ----
     /// Same data with a new shape; one size may be -1. Throws if the strides do not allow it.
     Tensor view(const Shape& shape) const;
     /// Like view, but copies when the strides do not allow a view.
@@ -108,7 +113,7 @@ public:
     /// Raw view with explicit shape, strides and offset, bounds-checked against the storage.
     Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
 
-    // ---- Computing methods (defined in kernels/tensor_methods.cpp) ----
+    // ---- Computing methods (defined in autograd/tensor_methods.cpp) ----
     /// This tensor if contiguous, else a contiguous copy.
     Tensor contiguous() const;
     /// A contiguous copy with its own storage.
@@ -122,6 +127,38 @@ public:
     Tensor& copy_(const Tensor& src);
     /// Sets every element to `value` (converted to the dtype).
     Tensor& fill_(double value);
+
+    // ---- Autograd (autograd/tensor_methods.cpp; docs/autograd.md) ----
+    /// True for a floating tensor that is a leaf marked with set_requires_grad,
+    /// or the result of a recorded op.
+    bool requires_grad() const;
+    /// Marks a leaf as needing its gradient (floating dtypes only); false
+    /// turns it off. Returns *this (PyTorch's requires_grad_).
+    const Tensor& set_requires_grad(bool on = true) const;
+    /// True unless the tensor is the result of a recorded op.
+    bool is_leaf() const;
+    /// The accumulated gradient (a leaf's, or a non-leaf's after retain_grad);
+    /// undefined until a backward reaches it or after zero_grad.
+    Tensor grad() const;
+    /// Replaces the gradient (undefined clears it); used by optimizers and zero_grad.
+    void set_grad(const Tensor& grad) const;
+    /// The node that made this tensor, or null for a leaf.
+    std::shared_ptr<autograd::Node> grad_fn() const;
+    /// Back-propagates from this tensor. `gradient` seeds it (may be omitted
+    /// for a one-element tensor: 1). With retain_graph the graph may be
+    /// walked again; otherwise its saved tensors are freed.
+    void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+    /// The same data without history: shares storage, requires no grad.
+    Tensor detach() const;
+    /// Keeps this non-leaf's gradient in grad() after backward.
+    void retain_grad() const;
+    /// Calls `hook(grad)` when the gradient with respect to this tensor is
+    /// computed, before it flows on (for a leaf: before it is accumulated). A
+    /// defined return value replaces the gradient.
+    void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+    /// Calls `hook(leaf)` after a backward has accumulated into this leaf's
+    /// grad() (data parallelism starts all-reduces from here).
+    void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
 
     // ---- Element access, mainly for tests (copies from the device when needed) ----
     /// The single element of a one-element tensor, as double.
@@ -141,6 +178,25 @@ private:
     }
     std::shared_ptr<TensorImpl> impl_;
 };
+
+/// The layout math of Tensor's view methods, recording nothing (kernels and
+/// the autograd layer use these; users call the Tensor methods).
+namespace views {
+Tensor view(const Tensor& self, const Shape& shape);
+Tensor reshape(const Tensor& self, const Shape& shape);
+Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim);
+Tensor permute(const Tensor& self, const Shape& dims);
+Tensor transpose(const Tensor& self, int64_t d0, int64_t d1);
+Tensor t(const Tensor& self);
+Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step);
+Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& self, int64_t dim, int64_t index);
+Tensor expand(const Tensor& self, const Shape& shape);
+Tensor squeeze(const Tensor& self);
+Tensor squeeze(const Tensor& self, int64_t dim);
+Tensor unsqueeze(const Tensor& self, int64_t dim);
+Tensor as_strided(const Tensor& self, const Shape& shape, const Shape& strides, int64_t offset);
+}  // namespace views
 
 /// Prints dtype, device, shape and (up to a limit) the values.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

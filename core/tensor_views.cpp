@@ -1,5 +1,7 @@
 // Views: new shape/strides/offset over the same storage. Every argument is
-// checked; a bad view is an ember::Error naming the op and the shapes.
+// checked; a bad view is an ember::Error naming the op and the shapes. These
+// record nothing: Tensor's view methods (autograd/ops/views.cpp) call them and
+// record the backward.
 #include <algorithm>
 #include <optional>
 
@@ -75,106 +77,108 @@ std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strid
 
 }  // namespace
 
-Tensor Tensor::view(const Shape& new_shape) const {
-    const Shape s = infer_size(new_shape, numel(), "view", shape());
-    auto st = view_strides(shape(), strides(), s);
-    EMBER_CHECK(st.has_value(), "view: cannot view a tensor of shape ", shape_str(shape()),
-                " and strides ", shape_str(strides()), " as ", shape_str(s),
+namespace views {
+
+Tensor view(const Tensor& self, const Shape& new_shape) {
+    const Shape s = infer_size(new_shape, self.numel(), "view", self.shape());
+    auto st = view_strides(self.shape(), self.strides(), s);
+    EMBER_CHECK(st.has_value(), "view: cannot view a tensor of shape ", shape_str(self.shape()),
+                " and strides ", shape_str(self.strides()), " as ", shape_str(s),
                 " without a copy; use reshape");
-    return with_layout(*this, s, *st, offset());
+    return with_layout(self, s, *st, self.offset());
 }
 
-Tensor Tensor::reshape(const Shape& new_shape) const {
-    const Shape s = infer_size(new_shape, numel(), "reshape", shape());
-    if (auto st = view_strides(shape(), strides(), s)) return with_layout(*this, s, *st, offset());
-    return contiguous().view(s);
+Tensor reshape(const Tensor& self, const Shape& new_shape) {
+    const Shape s = infer_size(new_shape, self.numel(), "reshape", self.shape());
+    if (auto st = view_strides(self.shape(), self.strides(), s)) return with_layout(self, s, *st, self.offset());
+    return view(self.contiguous(), s);
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-    if (dim() == 0) return reshape({1});
-    const int64_t a = wrap_dim(start_dim, dim(), "flatten");
-    const int64_t b = wrap_dim(end_dim, dim(), "flatten");
+Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
+    if (self.dim() == 0) return reshape(self, {1});
+    const int64_t a = wrap_dim(start_dim, self.dim(), "flatten");
+    const int64_t b = wrap_dim(end_dim, self.dim(), "flatten");
     EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
-    Shape s(shape().begin(), shape().begin() + a);
+    Shape s(self.shape().begin(), self.shape().begin() + a);
     int64_t n = 1;
-    for (int64_t i = a; i <= b; ++i) n *= shape()[size_t(i)];
+    for (int64_t i = a; i <= b; ++i) n *= self.shape()[size_t(i)];
     s.push_back(n);
-    s.insert(s.end(), shape().begin() + b + 1, shape().end());
-    return reshape(s);
+    s.insert(s.end(), self.shape().begin() + b + 1, self.shape().end());
+    return reshape(self, s);
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
-    EMBER_CHECK(int64_t(dims.size()) == dim(), "permute: got ", dims.size(), " dims ",
-                shape_str(dims), " for a tensor of shape ", shape_str(shape()));
+Tensor permute(const Tensor& self, const Shape& dims) {
+    EMBER_CHECK(int64_t(dims.size()) == self.dim(), "permute: got ", dims.size(), " dims ",
+                shape_str(dims), " for a tensor of shape ", shape_str(self.shape()));
     Shape s(dims.size()), st(dims.size());
     std::vector<bool> seen(dims.size(), false);
     for (size_t i = 0; i < dims.size(); ++i) {
-        const int64_t d = wrap_dim(dims[i], dim(), "permute");
+        const int64_t d = wrap_dim(dims[i], self.dim(), "permute");
         EMBER_CHECK(!seen[size_t(d)], "permute: dims ", shape_str(dims), " repeat ", dims[i]);
         seen[size_t(d)] = true;
-        s[i] = shape()[size_t(d)];
-        st[i] = strides()[size_t(d)];
+        s[i] = self.shape()[size_t(d)];
+        st[i] = self.strides()[size_t(d)];
     }
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-    if (dim() == 0) return *this;
-    const int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
-    Shape s = shape(), st = strides();
+Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {
+    if (self.dim() == 0) return self;
+    const int64_t a = wrap_dim(d0, self.dim(), "transpose"), b = wrap_dim(d1, self.dim(), "transpose");
+    Shape s = self.shape(), st = self.strides();
     std::swap(s[size_t(a)], s[size_t(b)]);
     std::swap(st[size_t(a)], st[size_t(b)]);
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::t() const {
-    EMBER_CHECK(dim() <= 2, "t: expected a tensor with at most 2 dims, got shape ",
-                shape_str(shape()));
-    return dim() < 2 ? *this : transpose(0, 1);
+Tensor t(const Tensor& self) {
+    EMBER_CHECK(self.dim() <= 2, "t: expected a tensor with at most 2 dims, got shape ",
+                shape_str(self.shape()));
+    return self.dim() < 2 ? self : transpose(self, 0, 1);
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-    d = wrap_dim(d, dim(), "slice");
-    EMBER_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
+Tensor slice(const Tensor& self, int64_t d, int64_t start, int64_t end, int64_t step) {
+    d = wrap_dim(d, self.dim(), "slice");
+    EMBER_CHECK(self.dim() > 0, "slice: cannot slice a 0-d tensor");
     EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
-    const int64_t n = shape()[size_t(d)];
+    const int64_t n = self.shape()[size_t(d)];
     auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t(0), n); };
     start = clamp(start);
     end = std::max(clamp(end), start);
-    Shape s = shape(), st = strides();
+    Shape s = self.shape(), st = self.strides();
     s[size_t(d)] = end > start ? (end - start - 1) / step + 1 : 0;
     if (s[size_t(d)] > 1) st[size_t(d)] *= step;  // cannot overflow: the result stays in the storage
-    return with_layout(*this, s, st, offset() + start * strides()[size_t(d)]);
+    return with_layout(self, s, st, self.offset() + start * self.strides()[size_t(d)]);
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-    d = wrap_dim(d, dim(), "narrow");
-    EMBER_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
-    const int64_t n = shape()[size_t(d)];
+Tensor narrow(const Tensor& self, int64_t d, int64_t start, int64_t length) {
+    d = wrap_dim(d, self.dim(), "narrow");
+    EMBER_CHECK(self.dim() > 0, "narrow: cannot narrow a 0-d tensor");
+    const int64_t n = self.shape()[size_t(d)];
     if (start < 0) start += n;
     EMBER_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: start ",
                 start, " and length ", length, " out of bounds for dim ", d, " of shape ",
-                shape_str(shape()));
-    return slice(d, start, start + length);
+                shape_str(self.shape()));
+    return slice(self, d, start, start + length, 1);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
-    EMBER_CHECK(dim() > 0, "select: cannot select from a 0-d tensor");
-    d = wrap_dim(d, dim(), "select");
-    const int64_t n = shape()[size_t(d)];
+Tensor select(const Tensor& self, int64_t d, int64_t index) {
+    EMBER_CHECK(self.dim() > 0, "select: cannot select from a 0-d tensor");
+    d = wrap_dim(d, self.dim(), "select");
+    const int64_t n = self.shape()[size_t(d)];
     EMBER_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dim ", d,
-                " of shape ", shape_str(shape()));
+                " of shape ", shape_str(self.shape()));
     if (index < 0) index += n;
-    Shape s = shape(), st = strides();
+    Shape s = self.shape(), st = self.strides();
     s.erase(s.begin() + d);
     st.erase(st.begin() + d);
-    return with_layout(*this, s, st, offset() + index * strides()[size_t(d)]);
+    return with_layout(self, s, st, self.offset() + index * self.strides()[size_t(d)]);
 }
 
-Tensor Tensor::expand(const Shape& target) const {
-    EMBER_CHECK(int64_t(target.size()) >= dim(), "expand: target ", shape_str(target),
-                " has fewer dims than shape ", shape_str(shape()));
-    const size_t lead = target.size() - size_t(dim());
+Tensor expand(const Tensor& self, const Shape& target) {
+    EMBER_CHECK(int64_t(target.size()) >= self.dim(), "expand: target ", shape_str(target),
+                " has fewer dims than shape ", shape_str(self.shape()));
+    const size_t lead = target.size() - size_t(self.dim());
     Shape s(target.size()), st(target.size());
     for (size_t i = 0; i < target.size(); ++i) {
         if (i < lead) {
@@ -184,47 +188,47 @@ Tensor Tensor::expand(const Shape& target) const {
             st[i] = 0;
             continue;
         }
-        const int64_t cur = shape()[i - lead];
+        const int64_t cur = self.shape()[i - lead];
         const int64_t want = target[i] == -1 ? cur : target[i];
-        EMBER_CHECK(want >= 0 && (cur == want || cur == 1), "expand: shape ", shape_str(shape()),
+        EMBER_CHECK(want >= 0 && (cur == want || cur == 1), "expand: shape ", shape_str(self.shape()),
                     " cannot expand to ", shape_str(target));
         s[i] = want;
-        st[i] = cur == want ? strides()[i - lead] : 0;
+        st[i] = cur == want ? self.strides()[i - lead] : 0;
     }
     (void)shape_numel(s);  // throws if the element count overflows
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::squeeze() const {
+Tensor squeeze(const Tensor& self) {
     Shape s, st;
-    for (size_t i = 0; i < shape().size(); ++i) {
-        if (shape()[i] == 1) continue;
-        s.push_back(shape()[i]);
-        st.push_back(strides()[i]);
+    for (size_t i = 0; i < self.shape().size(); ++i) {
+        if (self.shape()[i] == 1) continue;
+        s.push_back(self.shape()[i]);
+        st.push_back(self.strides()[i]);
     }
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
-    if (dim() == 0) return *this;
-    d = wrap_dim(d, dim(), "squeeze");
-    if (shape()[size_t(d)] != 1) return *this;
-    Shape s = shape(), st = strides();
+Tensor squeeze(const Tensor& self, int64_t d) {
+    if (self.dim() == 0) return self;
+    d = wrap_dim(d, self.dim(), "squeeze");
+    if (self.shape()[size_t(d)] != 1) return self;
+    Shape s = self.shape(), st = self.strides();
     s.erase(s.begin() + d);
     st.erase(st.begin() + d);
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
-    d = wrap_dim(d, dim() + 1, "unsqueeze");
-    Shape s = shape(), st = strides();
-    const int64_t stride = d < dim() ? s[size_t(d)] * st[size_t(d)] : 1;
+Tensor unsqueeze(const Tensor& self, int64_t d) {
+    d = wrap_dim(d, self.dim() + 1, "unsqueeze");
+    Shape s = self.shape(), st = self.strides();
+    const int64_t stride = d < self.dim() ? s[size_t(d)] * st[size_t(d)] : 1;
     s.insert(s.begin() + d, 1);
     st.insert(st.begin() + d, stride);
-    return with_layout(*this, s, st, offset());
+    return with_layout(self, s, st, self.offset());
 }
 
-Tensor Tensor::as_strided(const Shape& s, const Shape& st, int64_t off) const {
+Tensor as_strided(const Tensor& self, const Shape& s, const Shape& st, int64_t off) {
     EMBER_CHECK(s.size() == st.size(), "as_strided: shape ", shape_str(s), " and strides ",
                 shape_str(st), " differ in length");
     EMBER_CHECK(off >= 0, "as_strided: negative offset ", off);
@@ -238,12 +242,13 @@ Tensor Tensor::as_strided(const Shape& s, const Shape& st, int64_t off) const {
                         "as_strided: shape ", shape_str(s), " with strides ", shape_str(st),
                         " overflows");
         }
-        const int64_t capacity = int64_t(storage()->nbytes()) / element_size();
+        const int64_t capacity = int64_t(self.storage()->nbytes()) / self.element_size();
         EMBER_CHECK(last < capacity, "as_strided: shape ", shape_str(s), " strides ",
                     shape_str(st), " offset ", off, " reach element ", last,
                     " of a storage holding ", capacity);
     }
-    return with_layout(*this, s, st, off);
+    return with_layout(self, s, st, off);
 }
 
+}  // namespace views
 }  // namespace ember

@@ -1,6 +1,6 @@
-// Front for conv2d: argument checks naming shapes, dtypes and devices, the
-// output size, f16/bf16 through f32, contiguous operands for the kernel, and
-// a switch on the device.
+// Fronts for conv2d and conv2d_backward: argument checks naming shapes,
+// dtypes and devices, the output size, f16/bf16 through f32, contiguous
+// operands for the kernels, and a switch on the device.
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
@@ -17,6 +17,59 @@ std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
 Tensor dense(const Tensor& t, DType ct) {
     if (!t.defined()) return t;
     return t.dtype() == ct ? t.contiguous() : cast(t, ct);
+}
+
+// Checks the window and sizes of a conv2d (as `op`) of a 4-d input and
+// 4-d weight and returns its sizes, the output's included.
+cpu::Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 stride, Int2 padding,
+                              Int2 dilation, int64_t groups, const char* op) {
+    EMBER_CHECK(stride[0] >= 1 && stride[1] >= 1 && padding[0] >= 0 && padding[1] >= 0 &&
+                    dilation[0] >= 1 && dilation[1] >= 1 && groups >= 1,
+                op,
+                ": expected stride >= 1, padding >= 0, dilation >= 1 and groups >= 1, got stride ",
+                pair_str(stride), ", padding ", pair_str(padding), ", dilation ",
+                pair_str(dilation), ", groups ", groups);
+    // Bounds that keep every size product below 2^62: no overflow anywhere after this.
+    constexpr int64_t kMax = int64_t(1) << 30;
+    EMBER_CHECK(stride[0] <= kMax && stride[1] <= kMax && padding[0] <= kMax &&
+                    padding[1] <= kMax && dilation[0] <= kMax && dilation[1] <= kMax &&
+                    input.size(-1) <= kMax && input.size(-2) <= kMax && weight.size(2) <= kMax &&
+                    weight.size(3) <= kMax,
+                op, ": stride ", pair_str(stride), ", padding ", pair_str(padding), ", dilation ",
+                pair_str(dilation), " or the sizes of ", describe(input), " and ", describe(weight),
+                " exceed 2^30");
+
+    const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
+    const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+    EMBER_CHECK(c % groups == 0, op, ": the ", c, " channels of input ", describe(input),
+                " are not divisible by groups = ", groups);
+    EMBER_CHECK(o % groups == 0, op, ": the ", o, " output channels of weight ", describe(weight),
+                " are not divisible by groups = ", groups);
+    EMBER_CHECK(weight.size(1) == c / groups, op, ": weight ", describe(weight),
+                " with groups = ", groups, " expects ", weight.size(1) * groups,
+                " input channels, got input ", describe(input));
+    EMBER_CHECK(kh >= 1 && kw >= 1, op, ": empty kernel in weight ", describe(weight));
+    const int64_t eh = dilation[0] * (kh - 1) + 1, ew = dilation[1] * (kw - 1) + 1;
+    const int64_t ph = h + 2 * padding[0], pw = w + 2 * padding[1];
+    EMBER_CHECK(ph >= eh && pw >= ew, op, ": padded input size ", ph, "x", pw, " of input ",
+                describe(input), " is smaller than the dilated kernel ", eh, "x", ew, " of weight ",
+                describe(weight));
+    return cpu::Conv2dShape{n,
+                            c,
+                            h,
+                            w,
+                            o,
+                            kh,
+                            kw,
+                            stride[0],
+                            stride[1],
+                            padding[0],
+                            padding[1],
+                            dilation[0],
+                            dilation[1],
+                            groups,
+                            (ph - eh) / stride[0] + 1,
+                            (pw - ew) / stride[1] + 1};
 }
 
 }  // namespace
@@ -39,57 +92,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
         "conv2d: input ", describe(input), ", weight ", describe(weight), " and bias ",
         describe(bias), " must have one dtype");
-    EMBER_CHECK(
-        stride[0] >= 1 && stride[1] >= 1 && padding[0] >= 0 && padding[1] >= 0 &&
-            dilation[0] >= 1 && dilation[1] >= 1 && groups >= 1,
-        "conv2d: expected stride >= 1, padding >= 0, dilation >= 1 and groups >= 1, got stride ",
-        pair_str(stride), ", padding ", pair_str(padding), ", dilation ", pair_str(dilation),
-        ", groups ", groups);
-    // Bounds that keep every size product below 2^62: no overflow anywhere after this.
-    constexpr int64_t kMax = int64_t(1) << 30;
-    EMBER_CHECK(stride[0] <= kMax && stride[1] <= kMax && padding[0] <= kMax &&
-                    padding[1] <= kMax && dilation[0] <= kMax && dilation[1] <= kMax &&
-                    input.size(-1) <= kMax && input.size(-2) <= kMax && weight.size(2) <= kMax &&
-                    weight.size(3) <= kMax,
-                "conv2d: stride ", pair_str(stride), ", padding ", pair_str(padding),
-                ", dilation ", pair_str(dilation), " or the sizes of ", describe(input), " and ",
-                describe(weight), " exceed 2^30");
-
-    const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-    const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
-    EMBER_CHECK(c % groups == 0, "conv2d: the ", c, " channels of input ", describe(input),
-                " are not divisible by groups = ", groups);
-    EMBER_CHECK(o % groups == 0, "conv2d: the ", o, " output channels of weight ", describe(weight),
-                " are not divisible by groups = ", groups);
-    EMBER_CHECK(weight.size(1) * groups == c, "conv2d: weight ", describe(weight),
-                " with groups = ", groups, " expects ", weight.size(1) * groups,
-                " input channels, got input ", describe(input));
-    EMBER_CHECK(kh >= 1 && kw >= 1, "conv2d: empty kernel in weight ", describe(weight));
-    EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o),
-                "conv2d: expected bias [", o, "] for weight ", describe(weight), ", got ",
+    const cpu::Conv2dShape s =
+        conv2d_shape(input, weight, stride, padding, dilation, groups, "conv2d");
+    EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == s.o),
+                "conv2d: expected bias [", s.o, "] for weight ", describe(weight), ", got ",
                 describe(bias));
-    const int64_t eh = dilation[0] * (kh - 1) + 1, ew = dilation[1] * (kw - 1) + 1;
-    const int64_t ph = h + 2 * padding[0], pw = w + 2 * padding[1];
-    EMBER_CHECK(ph >= eh && pw >= ew, "conv2d: padded input size ", ph, "x", pw, " of input ",
-                describe(input), " is smaller than the dilated kernel ", eh, "x", ew, " of weight ",
-                describe(weight));
-    const cpu::Conv2dShape s{n,
-                             c,
-                             h,
-                             w,
-                             o,
-                             kh,
-                             kw,
-                             stride[0],
-                             stride[1],
-                             padding[0],
-                             padding[1],
-                             dilation[0],
-                             dilation[1],
-                             groups,
-                             (ph - eh) / stride[0] + 1,
-                             (pw - ew) / stride[1] + 1};
-
+    const int64_t n = s.n, o = s.o;
     const DType dt = input.dtype();
     const DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct));
@@ -108,6 +116,61 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         }
     }
     return ct == dt ? out : cast(out, dt);
+}
+
+Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
+                            std::array<bool, 3> need) {
+    const char* op = "conv2d_backward";
+    check_same_device({&grad_output, &input, &weight}, op);
+    EMBER_CHECK(input.dim() == 3 || input.dim() == 4, op,
+                ": expected input [N, C, H, W] or [C, H, W], got ", describe(input));
+    EMBER_CHECK(weight.dim() == 4, op, ": expected weight [O, C/groups, kH, kW], got ",
+                describe(weight));
+    check_floating(input, op);
+    EMBER_CHECK(grad_output.dtype() == input.dtype() && weight.dtype() == input.dtype(), op,
+                ": grad_output ", describe(grad_output), ", input ", describe(input),
+                " and weight ", describe(weight), " must have one dtype");
+    // An unbatched input is a batch of one; its grad_output has no batch dim either.
+    const bool unbatched = input.dim() == 3;
+    const Tensor x = unbatched ? input.unsqueeze(0) : input;
+    const cpu::Conv2dShape s = conv2d_shape(x, weight, stride, padding, dilation, groups, op);
+    Shape want = {s.n, s.o, s.oh, s.ow};
+    if (unbatched) want.erase(want.begin());
+    EMBER_CHECK(grad_output.shape() == want, op, ": grad_output ", describe(grad_output),
+                " does not match the conv2d output shape ", shape_str(want), " of input ",
+                describe(input), " and weight ", describe(weight));
+    const Tensor dy = unbatched ? grad_output.unsqueeze(0) : grad_output;
+
+    const DType dt = input.dtype();
+    const DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+    Conv2dGrads g;
+    if (need[0]) g.input = empty(x.shape(), like(x, ct));
+    if (need[1]) g.weight = empty(weight.shape(), like(weight, ct));
+    if (need[2]) g.bias = empty({s.o}, like(weight, ct));
+    auto work = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
+    if (work(g.input) || work(g.weight) || work(g.bias)) {
+        // Only what the asked-for gradients read: the weight for grad_input,
+        // the input for grad_weight.
+        const Tensor y = dense(dy, ct), xin = need[1] ? dense(x, ct) : Tensor(),
+                     w = need[0] ? dense(weight, ct) : Tensor();
+        auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                     ptr(g.weight), ptr(g.bias));
+                break;
+            case DeviceType::cuda:
+                // cuDNN goes here: cudnnConvolutionBackwardData, ...BackwardFilter
+                // and ...BackwardBias, algorithms found and cached per shape as for
+                // the forward.
+                unsupported_device(op, x.device());
+        }
+    }
+    for (Tensor* t : {&g.input, &g.weight, &g.bias})
+        if (t->defined() && ct != dt) *t = cast(*t, dt);
+    if (unbatched && g.input.defined()) g.input = g.input.squeeze(0);
+    return g;
 }
 
 }  // namespace ember::kernels

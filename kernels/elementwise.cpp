@@ -43,6 +43,11 @@ const char* op_name(BinaryOp op) {
         case BinaryOp::pow: return "pow";
         case BinaryOp::maximum: return "maximum";
         case BinaryOp::minimum: return "minimum";
+        case BinaryOp::relu_backward: return "relu_backward";
+        case BinaryOp::gelu_backward: return "gelu_backward";
+        case BinaryOp::gelu_tanh_backward: return "gelu_tanh_backward";
+        case BinaryOp::sigmoid_backward: return "sigmoid_backward";
+        case BinaryOp::tanh_backward: return "tanh_backward";
     }
     return "binary";
 }
@@ -72,6 +77,9 @@ bool floating_only(UnaryOp op) {
 DType binary_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
     const DType t = promote_types(a.dtype(), b.dtype());
     if (op == BinaryOp::div) return is_floating(t) ? t : DType::f32;
+    if (op >= BinaryOp::relu_backward)
+        EMBER_CHECK(is_floating(t), op_name(op), ": expected floating tensors, got ", describe(a),
+                    " and ", describe(b));
     EMBER_CHECK(t != DType::boolean || (op != BinaryOp::sub && op != BinaryOp::pow), op_name(op),
                 ": not supported for bool tensors, got ", describe(a), " and ", describe(b));
     return t;
@@ -333,6 +341,17 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::maxim
 Tensor maximum(const Tensor& a, double s) { return binary(BinaryOp::maximum, a, s); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minimum, a, b); }
 Tensor minimum(const Tensor& a, double s) { return binary(BinaryOp::minimum, a, s); }
+
+Tensor relu_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::relu_backward, g, y); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x, GeluApprox approximate) {
+    return binary(approximate == GeluApprox::tanh ? BinaryOp::gelu_tanh_backward
+                                                  : BinaryOp::gelu_backward,
+                  g, x);
+}
+Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
+    return binary(BinaryOp::sigmoid_backward, g, y);
+}
+Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::tanh_backward, g, y); }
 
 Tensor add_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::add, a, b); }
 Tensor add_(const Tensor& a, double s) { return binary_(BinaryOp::add, a, s); }

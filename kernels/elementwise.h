@@ -55,6 +55,7 @@ Tensor maximum(const Tensor& a, double s);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, double s);
 
+
 // ---- In place: write into `a` (see binary_) and return it ----
 Tensor add_(const Tensor& a, const Tensor& b);
 Tensor add_(const Tensor& a, double s);
@@ -85,6 +86,14 @@ Tensor tanh(const Tensor& x);
 enum class GeluApprox { none, tanh };
 /// x * Phi(x), exact (erf) or by the tanh approximation.
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
+
+/// Activation backwards in one pass: the gradient of the input from the
+/// upstream gradient `g` and what the forward saved — its output y for relu,
+/// sigmoid and tanh, its input x for gelu. Floating dtypes; shapes broadcast.
+Tensor relu_backward(const Tensor& g, const Tensor& y);
+Tensor gelu_backward(const Tensor& g, const Tensor& x, GeluApprox approximate = GeluApprox::none);
+Tensor sigmoid_backward(const Tensor& g, const Tensor& y);
+Tensor tanh_backward(const Tensor& g, const Tensor& y);
 
 /// min(max(x, lo), hi) with either bound optional (not both absent, not NaN);
 /// keeps integer dtypes (bounds rounded inward); lo > hi gives hi; NaN stays NaN.

@@ -71,7 +71,11 @@ namespace ember::kernels {
 /// The elementwise families' ops; the front picks one, each backend's switch
 /// maps it to the functor below of the same name.
 enum class UnaryOp { neg, abs, exp, log, sqrt, rsqrt, relu, gelu, gelu_tanh, sigmoid, tanh };
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum };
+enum class BinaryOp {
+    add, sub, mul, div, pow, maximum, minimum,
+    // Activation backwards, (grad, saved) -> grad_input: one pass instead of three.
+    relu_backward, gelu_backward, gelu_tanh_backward, sigmoid_backward, tanh_backward
+};
 enum class CompareOp { eq, ne, lt, le, gt, ge };
 
 }  // namespace ember::kernels
@@ -286,6 +290,51 @@ struct GeluTanh {
     }
 };
 
+// Activation backwards: (g, saved) -> dL/dx. `saved` is the op's output y for
+// relu/sigmoid/tanh and its input x for the GELUs.
+struct ReluBackward {  // g where y > 0 (PyTorch's convention: 0 at the kink)
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T y) const {
+        return y > T(0) ? g : T(0);
+    }
+};
+
+/// d/dx x·Φ(x) = Φ(x) + x·φ(x), φ the standard normal density.
+struct GeluBackward {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T x) const {
+        const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+        const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+        return g * (cdf + x * pdf);
+    }
+};
+
+/// d/dx 0.5·x·(1 + tanh(u)) = 0.5·(1 + t) + 0.5·x·(1 − t²)·u', u = √(2/π)(x + 0.044715x³).
+struct GeluTanhBackward {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T x) const {
+        const T k = T(0.79788456080286535588);
+        const T u = k * (x + T(0.044715) * x * x * x);
+        const T du = k * (T(1) + T(3) * T(0.044715) * x * x);
+        const T t = std::tanh(u);
+        return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+    }
+};
+
+struct SigmoidBackward {  // g·y·(1 − y)
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T y) const {
+        return g * y * (T(1) - y);
+    }
+};
+
+struct TanhBackward {  // g·(1 − y²)
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T y) const {
+        return g * (T(1) - y * y);
+    }
+};
+
 // Comparisons return bool; NaN compares unequal to everything (IEEE).
 struct Eq {
     template <class T>
@@ -367,6 +416,11 @@ template <> inline constexpr Accepts accepts_v<Gelu> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<GeluTanh> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<Sigmoid> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<Tanh> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<ReluBackward> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<GeluBackward> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<GeluTanhBackward> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<SigmoidBackward> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<TanhBackward> = Accepts::floating;
 
 /// body(TypeTag<T>{}) for dtype d, instantiated only for the dtypes A allows.
 /// Reaching another dtype is a bug in ember (the front checks first).
@@ -416,6 +470,11 @@ decltype(auto) visit_op(kernels::BinaryOp op, F&& f) {
         case B::pow: return f(Pow{});
         case B::maximum: return f(Maximum{});
         case B::minimum: return f(Minimum{});
+        case B::relu_backward: return f(ReluBackward{});
+        case B::gelu_backward: return f(GeluBackward{});
+        case B::gelu_tanh_backward: return f(GeluTanhBackward{});
+        case B::sigmoid_backward: return f(SigmoidBackward{});
+        case B::tanh_backward: return f(TanhBackward{});
     }
     __builtin_unreachable();
 }

@@ -1,8 +1,11 @@
-// Front for 2-d pooling: window checks with PyTorch's rules and messages that
-// name the input, output sizes, allocation, and a switch on the device. A
-// 3-d [C, H, W] input is pooled as a batch of one.
+// Fronts for 2-d pooling and its backwards: window checks with PyTorch's
+// rules and messages that name the input, output sizes, allocation, and a
+// switch on the device. A 3-d [C, H, W] input is pooled as a batch of one.
 #include "kernels/pool.h"
 
+#include <optional>
+
+#include "kernels/copy.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/front.h"
 
@@ -81,6 +84,46 @@ cpu::Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 pa
             padding[0], padding[1], dilation[0], dilation[1]};
 }
 
+// A backward's grad_output against its input: same device and dtype.
+void check_grad(const Tensor& grad_output, const Tensor& input, const char* op) {
+    check_input(input, op);
+    check_same_device({&grad_output, &input}, op);
+    EMBER_CHECK(grad_output.dtype() == input.dtype(), op, ": grad_output ", describe(grad_output),
+                " and input ", describe(input), " must have one dtype");
+}
+
+// grad_output's dims other than the last two must be input's.
+void check_leading(const Tensor& grad_output, const Tensor& input, const char* op) {
+    bool ok = grad_output.dim() == input.dim();
+    std::string want = "[";
+    for (int64_t d = 0; d < input.dim() - 2; ++d) {
+        ok = ok && grad_output.size(d) == input.size(d);
+        want += std::to_string(input.size(d)) + ", ";
+    }
+    EMBER_CHECK(ok, op, ": grad_output ", describe(grad_output), " does not match input ",
+                describe(input), ": expected ", want, "OH, OW]");
+}
+
+// grad_output must have the forward's output shape (`want` is 4-d).
+void check_output_shape(const Tensor& grad_output, const Tensor& input, Shape want,
+                        const char* forward, const char* op) {
+    if (input.dim() == 3) want.erase(want.begin());
+    EMBER_CHECK(grad_output.shape() == want, op, ": grad_output ", describe(grad_output),
+                " does not match the ", forward, " output shape ", shape_str(want), " of input ",
+                describe(input));
+}
+
+// A zeroed-by-the-kernel grad_input for the 4-d input x, in the kernels'
+// accumulation type (f32 for f16/bf16: rounded once, at the end).
+Tensor grad_buffer(const Tensor& x) {
+    return empty(x.shape(), like(x, x.dtype() == DType::f64 ? DType::f64 : DType::f32));
+}
+
+// The buffer as the caller's gradient: input's dtype and shape.
+Tensor finish(const Tensor& dx, const Tensor& input) {
+    return unbatched(dx.dtype() == input.dtype() ? dx : cast(dx, input.dtype()), input);
+}
+
 }  // namespace
 
 MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding,
@@ -145,6 +188,84 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
         }
     }
     return unbatched(out, input);
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& indices) {
+    const char* op = "max_pool2d_backward";
+    check_grad(grad_output, input, op);
+    check_same_device({&grad_output, &indices}, op);
+    EMBER_CHECK(indices.dtype() == DType::i64, op, ": expected i64 indices, got ",
+                describe(indices));
+    EMBER_CHECK(indices.shape() == grad_output.shape(), op, ": indices ", describe(indices),
+                " and grad_output ", describe(grad_output), " must have one shape");
+    check_leading(grad_output, input, op);
+    const Tensor x = batched(input), dy = batched(grad_output), idx = batched(indices);
+    Tensor dx = grad_buffer(x);
+    if (dx.numel() > 0) {
+        std::optional<int64_t> bad;
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                bad = cpu::max_pool2d_backward(view_of(dx), view_of(dy), view_of(idx));
+                break;
+            case DeviceType::cuda:
+                // A hand-written kernel goes here: one thread per (n, c)
+                // plane's outputs, or one per input element checking the
+                // windows over it; atomicAdd would not be deterministic.
+                unsupported_device(op, x.device());
+        }
+        if (bad)
+            EMBER_FAIL(op, ": index ", *bad, " in indices ", describe(indices), " is outside the ",
+                       x.size(2), "x", x.size(3), " plane of input ", describe(input));
+    }
+    return finish(dx, input);
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, Int2 kernel, Int2 stride,
+                           Int2 padding, bool ceil_mode, bool count_include_pad) {
+    const char* op = "avg_pool2d_backward";
+    check_grad(grad_output, input, op);
+    const Tensor x = batched(input);
+    Shape shape;
+    const cpu::Pool2dWindow w =
+        make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, op, &shape);
+    check_output_shape(grad_output, input, shape, "avg_pool2d", op);
+    const Tensor dy = batched(grad_output);
+    Tensor dx = grad_buffer(x);
+    if (dx.numel() > 0) {
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::avg_pool2d_backward(view_of(dx), view_of(dy), w, count_include_pad);
+                break;
+            case DeviceType::cuda:
+                // cudnnPoolingBackward (AVERAGE_COUNT_INCLUDE/EXCLUDE_PADDING) goes here.
+                unsupported_device(op, x.device());
+        }
+    }
+    return finish(dx, input);
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& input) {
+    const char* op = "adaptive_avg_pool2d_backward";
+    check_grad(grad_output, input, op);
+    check_leading(grad_output, input, op);
+    const Tensor x = batched(input), dy = batched(grad_output);
+    EMBER_CHECK(dy.size(2) >= 1 && dy.size(3) >= 1, op, ": grad_output ", describe(grad_output),
+                " has an output size ", dy.size(2), "x", dy.size(3), " below 1x1");
+    EMBER_CHECK(x.size(2) >= 1 && x.size(3) >= 1, op, ": input ", describe(input),
+                " has an empty plane");
+    Tensor dx = grad_buffer(x);
+    if (dx.numel() > 0) {
+        switch (x.device().type) {
+            case DeviceType::cpu:
+                cpu::adaptive_avg_pool2d_backward(view_of(dx), view_of(dy));
+                break;
+            case DeviceType::cuda:
+                // A hand-written kernel goes here (one thread per input element
+                // summing the windows over it: no atomics).
+                unsupported_device(op, x.device());
+        }
+    }
+    return finish(dx, input);
 }
 
 }  // namespace ember::kernels

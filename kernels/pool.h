@@ -1,5 +1,6 @@
-// 2-d pooling forward: max (with the argmax indices its backward needs),
-// average and adaptive average, with PyTorch's output sizes and rules.
+// 2-d pooling: max (with the argmax indices its backward needs), average and
+// adaptive average, with PyTorch's output sizes and rules, and the
+// kernel-level backwards the autograd ops call.
 #pragma once
 
 #include <array>
@@ -35,5 +36,25 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride = {0, 0}, Int2 p
 /// Average pooling to a fixed output size {OH, OW}: output row y averages
 /// input rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉) (windows may overlap), same for columns.
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+
+// Backwards. Each returns grad_input with input's shape and dtype (only
+// input's shape, dtype and device are used); grad_output must have input's
+// dtype and device. f16/bf16 gradients are summed in f32 and rounded once.
+// Deterministic: the same bits for any thread count.
+
+/// d input of max_pool2d: scatters grad_output into the elements the
+/// forward's `indices` (i64, grad_output's shape) chose; where overlapping
+/// windows chose the same element, the gradients add. grad_output's leading
+/// dims ([N, C] or [C]) must be input's; an index outside the H×W plane is an error.
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& indices);
+
+/// d input of avg_pool2d with these arguments (grad_output must have its
+/// output shape): each element gets grad / divisor from every window that
+/// summed it.
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, Int2 kernel, Int2 stride,
+                           Int2 padding, bool ceil_mode, bool count_include_pad);
+
+/// d input of adaptive_avg_pool2d; the output size is grad_output's last two dims.
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& input);
 
 }  // namespace ember::kernels

@@ -15,6 +15,7 @@
 //          fewer items than threads, Eigen threads each GEMM instead.
 // perf:    depthwise (O/G = 1) is a GEMV per tile, far below the GEMM rate;
 //          a direct loop would serve it better if a model needs it.
+// Backward: kernels/cpu/conv_backward.cpp; im2col: kernels/cpu/im2col.h.
 // Test: tests/kernels/test_conv.cpp; benchmark: bench/conv.cpp ("conv" family).
 #include "kernels/cpu/conv.h"
 
@@ -24,70 +25,20 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
 
 namespace ember::kernels::cpu {
 
 namespace {
 
-// Output columns are processed in tiles sized so that a tile of the col
-// matrix and the output tile it produces stay in L2 (about half of 1 MiB)
-// between im2col, the bias fill and the GEMM that reads and accumulates them.
-constexpr int64_t kTileBytes = int64_t(512) << 10;
-constexpr int64_t kMinTileCols = 128;  // narrower tiles cost Eigen more in re-packing the weight
+using conv_detail::im2col;
+using conv_detail::matrix;
+using conv_detail::tile_columns;
+
 // Below this many multiply-adds in total a conv runs on one thread: an
 // OpenMP team costs microseconds.
 constexpr int64_t kParallelMinWork = int64_t(1) << 18;
-
-// A row-major [rows, cols] matrix with leading dimension ld, as a View.
-template <class T>
-View matrix(const T* p, int64_t rows, int64_t cols, int64_t ld) {
-    View v;
-    v.data = reinterpret_cast<char*>(const_cast<T*>(p));
-    v.dtype = dtype_of<T>();
-    v.ndim = 2;
-    v.shape[0] = rows;
-    v.shape[1] = cols;
-    v.strides[0] = ld;
-    v.strides[1] = 1;
-    return v;
-}
-
-// Columns [j0, j1) of the col matrix [cg·kh·kw, oh·ow] of in [cg, h, w],
-// into col [cg·kh·kw, j1 − j0]: row (c, i, j) holds, for each output
-// position, the input element under kernel tap (i, j) of channel c (0 in the
-// padding).
-template <class T>
-void im2col(const T* in, int64_t cg, const Conv2dShape& s, int64_t j0, int64_t j1, T* col) {
-    const int64_t taps = s.kh * s.kw, nt = j1 - j0;
-    for (int64_t r = 0; r < cg * taps; ++r) {
-        const int64_t c = r / taps, i = (r / s.kw) % s.kh, j = r % s.kw;
-        const T* plane = in + c * s.h * s.w;
-        const int64_t x0 = j * s.dw - s.pw;  // input column under output column 0
-        // Output columns [lo, hi) read inside the input row; the rest is padding.
-        const int64_t lo = x0 >= 0 ? 0 : std::min(s.ow, (-x0 + s.sw - 1) / s.sw);
-        const int64_t hi = s.w - x0 <= 0 ? 0 : std::min(s.ow, (s.w - x0 + s.sw - 1) / s.sw);
-        T* dst = col + r * nt;
-        for (int64_t q = j0; q < j1;) {  // one output row's part of the tile per step
-            const int64_t y = q / s.ow, xa = q % s.ow, xb = std::min(s.ow, xa + (j1 - q));
-            const int64_t off = (q - j0) - xa;  // dst[off + x] is output column x of row y
-            const int64_t iy = y * s.sh - s.ph + i * s.dh;
-            const int64_t a = std::max(xa, lo), b = std::min(xb, hi);
-            if (iy < 0 || iy >= s.h || a >= b) {
-                std::fill(dst + off + xa, dst + off + xb, T(0));
-            } else {
-                const T* src = plane + iy * s.w + x0;  // src[x·sw] for x in [a, b)
-                std::fill(dst + off + xa, dst + off + a, T(0));
-                if (s.sw == 1)
-                    std::copy(src + a, src + b, dst + off + a);
-                else
-                    for (int64_t x = a; x < b; ++x) dst[off + x] = src[x * s.sw];
-                std::fill(dst + off + b, dst + off + xb, T(0));
-            }
-            q += xb - xa;
-        }
-    }
-}
 
 template <class T>
 void run(const Conv2dShape& s, const T* in, const T* wt, const T* bias, T* out) {
@@ -95,10 +46,9 @@ void run(const Conv2dShape& s, const T* in, const T* wt, const T* bias, T* out) 
     const int64_t ohw = s.oh * s.ow;
     // A 1×1 kernel with unit stride and no padding reads the input as it lies.
     const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
-    // Equal tiles of a multiple of 16 columns (whole SIMD panels for the GEMM).
-    const int64_t fit = std::max(kMinTileCols, kTileBytes / int64_t(sizeof(T)) / (ckk + og));
-    const int64_t parts = std::max<int64_t>(1, (ohw + fit - 1) / fit);
-    const int64_t nt = std::min(ohw, ((ohw + parts - 1) / parts + 15) / 16 * 16);
+    // The col tile and the output tile it produces stay in L2 between
+    // im2col, the bias fill and the GEMM that reads and accumulates them.
+    const int64_t nt = tile_columns(ohw, ckk + og, sizeof(T));
     const int64_t tiles = (ohw + nt - 1) / nt, items = s.n * s.groups * tiles;
 
     // One (image, group, column tile): bias fill, im2col, GEMM accumulating onto it.
@@ -111,7 +61,7 @@ void run(const Conv2dShape& s, const T* in, const T* wt, const T* bias, T* out) 
         if (bias)
             for (int64_t r = 0; r < og; ++r)
                 std::fill(y + r * ohw, y + r * ohw + (j1 - j0), bias[g * og + r]);
-        if (!direct) im2col(x, cg, s, j0, j1, col);
+        if (!direct) im2col(x, s, 0, ckk, j0, j1, col);
         matmul(matrix(y, og, j1 - j0, ohw), matrix(wt + g * og * ckk, og, ckk, ckk),
                direct ? matrix(x + j0, ckk, j1 - j0, ohw) : matrix(col, ckk, j1 - j0, j1 - j0),
                bias != nullptr);

@@ -1,4 +1,5 @@
-// CPU conv2d forward (declarations); the kernel is in kernels/cpu/conv.cpp.
+// CPU conv2d forward and backward (declarations); the kernels are in
+// kernels/cpu/conv.cpp and kernels/cpu/conv_backward.cpp.
 // Raw contiguous NCHW buffers and a size struct, no Tensor.
 #pragma once
 
@@ -22,5 +23,14 @@ struct Conv2dShape {
 /// or f64); bias [o] may be null. Overwrites every element of out.
 void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
             const void* bias, void* out);
+
+/// The gradients of conv2d given grad_out [n, o, oh, ow], on contiguous
+/// buffers of `dtype` (f32 or f64): grad_input [n, c, h, w], grad_weight
+/// [o, c / groups, kh, kw] and grad_bias [o], each computed only when its
+/// pointer is not null, and then overwritten entirely; input may be null
+/// when grad_weight is, weight when grad_input is. Bit-identical for any
+/// OpenMP thread count.
+void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, const void* input,
+                     const void* weight, void* grad_input, void* grad_weight, void* grad_bias);
 
 }  // namespace ember::kernels::cpu

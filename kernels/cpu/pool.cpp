@@ -1,19 +1,28 @@
-// CPU 2-d pooling: max (with argmax indices), average, adaptive average.
+// CPU 2-d pooling: max (with argmax indices), average, adaptive average,
+// and their backwards (scatter of grad_out over each window).
 //
 // Math:    max: v = max over the window's in-bounds taps, i = y·W + x of it;
 //          avg: Σ window / divisor (PyTorch's clipping and divisor rules);
 //          adaptive: mean over rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉), same for columns.
+//          Backward: max adds grad_out into the element its index names;
+//          avg and adaptive add grad_out / divisor to every element the
+//          forward summed (windows may overlap: contributions add).
 // Layout:  input [N, C, H, W] with any strides; outputs contiguous; f32, f64,
 //          f16, bf16 (summed in f32 for the half types, f64 for f64).
 // Cost:    N·C·OH·OW·kH·kW reads and about as many FLOPs (compares or adds);
-//          memory-bound. One (n, c) plane per loop iteration, planes split
-//          across threads. Test: tests/kernels/test_pool.cpp (no benchmark yet).
+//          memory-bound (the backwards the same, plus zeroing grad_input).
+//          One (n, c) plane per loop iteration, planes split across threads;
+//          a backward plane is owned by one thread: deterministic. Test:
+//          tests/kernels/test_pool.cpp, test_pool_backward.cpp (no benchmark yet).
 #include "kernels/cpu/pool.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/math.h"
@@ -119,6 +128,109 @@ void adaptive_impl(const View& out, const View& in) {
     });
 }
 
+// ---- Backward ---------------------------------------------------------------
+// Each grad_input plane is zeroed, then accumulated (+=) into, by the one
+// thread that owns it, in output order: deterministic for any thread count.
+// grad_input is contiguous and of the accumulation type (f32 for f16/bf16).
+
+// Calls f(plane, grad_out element (p, 0, 0), grad_input plane) for every
+// (n, c) plane p, planes split across threads when the work is large enough.
+template <class T, class F>
+void for_each_grad_plane(const View& dx, const View& dy, int64_t taps, F&& f) {
+    using Acc = math::Acc<T>;
+    const int64_t C = dy.shape[1], planes = dy.shape[0] * C;
+    const int64_t hw = dx.shape[2] * dx.shape[3], per = dy.shape[2] * dy.shape[3];
+    const bool parallel = planes > 1 && planes * per * taps >= kPoolGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < planes; ++p) {
+        Acc* plane = dx.ptr<Acc>() + p * hw;
+        std::fill(plane, plane + hw, Acc(0));
+        f(p, dy.ptr<T>() + (p / C) * dy.strides[0] + (p % C) * dy.strides[1], plane);
+    }
+}
+
+template <class T>
+std::optional<int64_t> max_backward_impl(const View& dx, const View& dy, const View& indices) {
+    using Acc = math::Acc<T>;
+    const int64_t C = dy.shape[1], hw = dx.shape[2] * dx.shape[3];
+    const int64_t OH = dy.shape[2], OW = dy.shape[3], sy = dy.strides[2], sx = dy.strides[3];
+    const int64_t* const idx = indices.ptr<int64_t>();
+    // The first out-of-range index per plane (planes are few next to their
+    // elements); no throwing inside the parallel loop.
+    std::vector<int64_t> bad(size_t(dy.shape[0] * C), -1);
+    for_each_grad_plane<T>(dx, dy, 1, [&](int64_t p, const T* g, Acc* plane) {
+        const int64_t* ip = idx + (p / C) * indices.strides[0] + (p % C) * indices.strides[1];
+        for (int64_t oy = 0; oy < OH; ++oy)
+            for (int64_t ox = 0; ox < OW; ++ox) {
+                const int64_t i = ip[oy * indices.strides[2] + ox * indices.strides[3]];
+                if (i < 0 || i >= hw) {
+                    if (bad[size_t(p)] < 0) bad[size_t(p)] = oy * OW + ox;
+                    continue;
+                }
+                // Overlapping windows may pick the same element: the gradients add.
+                plane[i] += math::load(g[oy * sy + ox * sx]);
+            }
+    });
+    for (size_t p = 0; p < bad.size(); ++p)
+        if (bad[p] >= 0) {
+            const int64_t q = bad[p], c = int64_t(p) % C, n = int64_t(p) / C;
+            return idx[n * indices.strides[0] + c * indices.strides[1] +
+                       (q / OW) * indices.strides[2] + (q % OW) * indices.strides[3]];
+        }
+    return std::nullopt;
+}
+
+template <class T>
+void avg_backward_impl(const View& dx, const View& dy, const Pool2dWindow& w,
+                       bool count_include_pad) {
+    using Acc = math::Acc<T>;
+    const int64_t H = dx.shape[2], W = dx.shape[3];
+    const int64_t OH = dy.shape[2], OW = dy.shape[3], sy = dy.strides[2], sx = dy.strides[3];
+    for_each_grad_plane<T>(dx, dy, w.kh * w.kw, [&](int64_t, const T* g, Acc* plane) {
+        for (int64_t oy = 0; oy < OH; ++oy)
+            for (int64_t ox = 0; ox < OW; ++ox) {
+                // The forward's window and divisor (avg_impl): each element
+                // summed there gets grad / divisor.
+                int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
+                int64_t y1 = std::min(y0 + w.kh, H + w.ph), x1 = std::min(x0 + w.kw, W + w.pw);
+                const int64_t padded = (y1 - y0) * (x1 - x0);
+                y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+                y1 = std::min(y1, H), x1 = std::min(x1, W);
+                if (y0 >= y1 || x0 >= x1) continue;
+                const int64_t divisor = count_include_pad ? padded : (y1 - y0) * (x1 - x0);
+                const Acc d = math::load(g[oy * sy + ox * sx]) / Acc(divisor);
+                for (int64_t y = y0; y < y1; ++y)
+                    for (int64_t x = x0; x < x1; ++x) plane[y * W + x] += d;
+            }
+    });
+}
+
+template <class T>
+void adaptive_backward_impl(const View& dx, const View& dy) {
+    using Acc = math::Acc<T>;
+    const int64_t H = dx.shape[2], W = dx.shape[3];
+    const int64_t OH = dy.shape[2], OW = dy.shape[3], sy = dy.strides[2], sx = dy.strides[3];
+    const int64_t taps = ((H + OH - 1) / OH + 1) * ((W + OW - 1) / OW + 1);
+    for_each_grad_plane<T>(dx, dy, taps, [&](int64_t, const T* g, Acc* plane) {
+        for (int64_t oy = 0; oy < OH; ++oy) {
+            const int64_t y0 = oy * H / OH, y1 = ((oy + 1) * H + OH - 1) / OH;
+            for (int64_t ox = 0; ox < OW; ++ox) {
+                const int64_t x0 = ox * W / OW, x1 = ((ox + 1) * W + OW - 1) / OW;
+                const Acc d = math::load(g[oy * sy + ox * sx]) / Acc((y1 - y0) * (x1 - x0));
+                for (int64_t y = y0; y < y1; ++y)
+                    for (int64_t x = x0; x < x1; ++x) plane[y * W + x] += d;
+            }
+        }
+    });
+}
+
+// Checks the backward's views: grad_input contiguous of grad_out's accumulation type.
+void check_grad_views(const View& dx, const View& dy) {
+    EMBER_INTERNAL_ASSERT(dx.is_contiguous() && dx.ndim == 4 && dy.ndim == 4 &&
+                          dx.shape[0] == dy.shape[0] && dx.shape[1] == dy.shape[1]);
+    EMBER_INTERNAL_ASSERT(dx.dtype == (dy.dtype == DType::f64 ? DType::f64 : DType::f32));
+}
+
 }  // namespace
 
 void max_pool2d(const View& values, const View& indices, const View& input, const Pool2dWindow& w) {
@@ -140,6 +252,33 @@ void adaptive_avg_pool2d(const View& out, const View& input) {
     EMBER_INTERNAL_ASSERT(out.is_contiguous());
     visit_floating(input.dtype, "cpu pooling",
                    [&](auto tag) { adaptive_impl<typename decltype(tag)::type>(out, input); });
+}
+
+std::optional<int64_t> max_pool2d_backward(const View& grad_input, const View& grad_out,
+                                           const View& indices) {
+    check_grad_views(grad_input, grad_out);
+    EMBER_INTERNAL_ASSERT(indices.dtype == DType::i64 && indices.ndim == 4);
+    std::optional<int64_t> bad;
+    visit_floating(grad_out.dtype, "cpu pooling", [&](auto tag) {
+        bad = max_backward_impl<typename decltype(tag)::type>(grad_input, grad_out, indices);
+    });
+    return bad;
+}
+
+void avg_pool2d_backward(const View& grad_input, const View& grad_out, const Pool2dWindow& w,
+                         bool count_include_pad) {
+    check_grad_views(grad_input, grad_out);
+    EMBER_INTERNAL_ASSERT(w.dh == 1 && w.dw == 1);
+    visit_floating(grad_out.dtype, "cpu pooling", [&](auto tag) {
+        avg_backward_impl<typename decltype(tag)::type>(grad_input, grad_out, w, count_include_pad);
+    });
+}
+
+void adaptive_avg_pool2d_backward(const View& grad_input, const View& grad_out) {
+    check_grad_views(grad_input, grad_out);
+    visit_floating(grad_out.dtype, "cpu pooling", [&](auto tag) {
+        adaptive_backward_impl<typename decltype(tag)::type>(grad_input, grad_out);
+    });
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,8 +1,10 @@
-// CPU 2-d pooling kernels (declarations); the loops are in kernels/cpu/pool.cpp.
+// CPU 2-d pooling kernels, forward and backward (declarations); the loops are
+// in kernels/cpu/pool.cpp.
 // Views in, no Tensor.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kernels/view.h"
 
@@ -29,5 +31,24 @@ void avg_pool2d(const View& out, const View& input, const Pool2dWindow& w, bool 
 /// out [N, C, OH, OW] = mean of input rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉) and the
 /// same for columns.
 void adaptive_avg_pool2d(const View& out, const View& input);
+
+// The backwards: grad_input [N, C, H, W] is contiguous, of grad_out's
+// accumulation type (f32 for f16/bf16 grad_out, else grad_out's dtype), and
+// overwritten: each plane is zeroed, then accumulated (+=) into in output
+// order by one thread (deterministic). grad_out [N, C, OH, OW] any strides.
+
+/// grad_input[n, c, indices[n, c, q]] += grad_out[n, c, q] for every output
+/// position q; duplicate indices add. indices i64, grad_out's shape, any
+/// strides. Returns the first index outside [0, H·W) (skipped), or nullopt.
+std::optional<int64_t> max_pool2d_backward(const View& grad_input, const View& grad_out,
+                                           const View& indices);
+
+/// Adds grad_out / divisor to every element of each window, with
+/// avg_pool2d's clipping and divisor rules. Dilation must be 1.
+void avg_pool2d_backward(const View& grad_input, const View& grad_out, const Pool2dWindow& w,
+                         bool count_include_pad);
+
+/// Adds grad_out / window size to every element of each adaptive window.
+void adaptive_avg_pool2d_backward(const View& grad_input, const View& grad_out);
 
 }  // namespace ember::kernels::cpu

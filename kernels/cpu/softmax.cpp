@@ -1,7 +1,10 @@
-// CPU softmax and log_softmax along the middle dim of [outer, size, inner].
+// CPU softmax and log_softmax along the middle dim of [outer, size, inner],
+// and their backwards.
 //
 // Math: m = max x; s = sum exp(x - m); softmax = exp(x - m) / s;
 //   log_softmax = (x - m) - log s. Subtracting m keeps exp in (0, 1].
+//   Backward from the output y: softmax gx = y (g - sum g y); log_softmax
+//   gx = g - exp(y) sum g; the sums in f64 (3 * numel * sizeof(T) bytes).
 // Dtypes: f32, f64, f16, bf16 (f16/bf16 computed in f32); in and out contiguous.
 // Bytes: 2 * numel * sizeof(T) (each row is read from memory once and
 //   re-read from the cache); FLOPs: about 15 per element (the exp polynomial).
@@ -200,9 +203,86 @@ void run(const View& out, const View& in, ReduceShape s) {
     });
 }
 
+// One row of a backward: the sum (of g·y, or of g for log_softmax) in f64,
+// then the row. The reduction's lane order is fixed by the build, not by the
+// number of threads.
+template <bool Log, class T>
+void backward_row(const T* g, const T* y, T* gx, int64_t n) {
+    using A = math::Acc<T>;
+    double acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = 0; i < n; ++i) {
+        const double gv = double(cast<A>(g[i]));
+        acc += Log ? gv : gv * double(cast<A>(y[i]));
+    }
+    const A sum = A(acc);
+    for (int64_t i = 0; i < n; ++i) {
+        const A gv = cast<A>(g[i]), yv = cast<A>(y[i]);
+        gx[i] = cast<T>(Log ? gv - std::exp(yv) * sum : yv * (gv - sum));
+    }
+}
+
+// Columns j < w of a [n, stride] block, the sums running down the rows in f64.
+template <bool Log, class T>
+void backward_strip(const T* g, const T* y, T* gx, int64_t n, int64_t stride, int64_t w,
+                    double* sums) {
+    using A = math::Acc<T>;
+    for (int64_t j = 0; j < w; ++j) sums[j] = 0;
+    for (int64_t r = 0; r < n; ++r) {
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) {
+            const double gv = double(cast<A>(g[r * stride + j]));
+            sums[j] += Log ? gv : gv * double(cast<A>(y[r * stride + j]));
+        }
+    }
+    for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < w; ++j) {
+            const int64_t i = r * stride + j;
+            const A gv = cast<A>(g[i]), yv = cast<A>(y[i]), sum = A(sums[j]);
+            gx[i] = cast<T>(Log ? gv - std::exp(yv) * sum : yv * (gv - sum));
+        }
+}
+
+template <bool Log>
+void run_backward(const View& gx, const View& g, const View& y, ReduceShape s) {
+    EMBER_INTERNAL_ASSERT(gx.is_contiguous() && g.is_contiguous() && y.is_contiguous() &&
+                          gx.dtype == g.dtype && g.dtype == y.dtype &&
+                          y.numel() == s.outer * s.size * s.inner);
+    visit_floating(y.dtype, Log ? "log_softmax_backward" : "softmax_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* gp = g.ptr<const T>();
+        const T* yp = y.ptr<const T>();
+        T* out = gx.ptr<T>();
+        const int64_t numel = s.outer * s.size * s.inner;
+        if (s.inner == 1) {
+            parallel_ranges(s.outer, numel, [&](int64_t b, int64_t e) {
+                for (int64_t o = b; o < e; ++o)
+                    backward_row<Log>(gp + o * s.size, yp + o * s.size, out + o * s.size, s.size);
+            });
+            return;
+        }
+        const int64_t tiles = (s.inner + kStrip - 1) / kStrip;
+        parallel_ranges(s.outer * tiles, numel, [&](int64_t b, int64_t e) {
+            std::vector<double> sums(static_cast<size_t>(kStrip));
+            for (int64_t t = b; t < e; ++t) {
+                const int64_t o = t / tiles, j0 = (t % tiles) * kStrip;
+                const int64_t off = o * s.size * s.inner + j0;
+                backward_strip<Log>(gp + off, yp + off, out + off, s.size, s.inner,
+                                    std::min(kStrip, s.inner - j0), sums.data());
+            }
+        });
+    });
+}
+
 }  // namespace
 
 void softmax(const View& out, const View& in, ReduceShape s) { run<false>(out, in, s); }
 void log_softmax(const View& out, const View& in, ReduceShape s) { run<true>(out, in, s); }
+void softmax_backward(const View& grad_x, const View& grad_y, const View& y, ReduceShape s) {
+    run_backward<false>(grad_x, grad_y, y, s);
+}
+void log_softmax_backward(const View& grad_x, const View& grad_y, const View& y, ReduceShape s) {
+    run_backward<true>(grad_x, grad_y, y, s);
+}
 
 }  // namespace ember::kernels::cpu

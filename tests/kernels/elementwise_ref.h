@@ -96,6 +96,25 @@ inline double ref_binary(BinaryOp op, double a, double b, bool integer) {
             return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
         case BinaryOp::minimum:
             return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+        // Activation backwards (a = upstream gradient, b = saved output or input),
+        // written from the derivatives, independently of kernels/math.h.
+        case BinaryOp::relu_backward:
+            return b > 0 ? a : 0.0;
+        case BinaryOp::gelu_backward: {
+            const double cdf = 0.5 * std::erfc(-b / std::sqrt(2.0));
+            const double pdf = std::exp(-b * b / 2) / std::sqrt(2 * M_PI);
+            return a * (cdf + b * pdf);
+        }
+        case BinaryOp::gelu_tanh_backward: {  // derivative of x/(1 + exp(-2u)) by the quotient rule
+            const double k = std::sqrt(2 / M_PI), u = k * (b + 0.044715 * b * b * b);
+            const double s = 1 / (1 + std::exp(-2 * u));
+            const double du = k * (1 + 3 * 0.044715 * b * b);
+            return a * (s + b * 2 * du * s * (1 - s));
+        }
+        case BinaryOp::sigmoid_backward:
+            return a * b * (1 - b);
+        case BinaryOp::tanh_backward:
+            return a * (1 - b * b);
     }
     return NAN;
 }

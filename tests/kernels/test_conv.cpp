@@ -153,50 +153,51 @@ TEST_CASE("cpu::conv2d overwrites every element of a poisoned output", "[conv]")
 TEST_CASE("conv2d errors name the shapes and dtypes", "[conv][errors]") {
     const Tensor x = random_tensor({1, 4, 5, 5}, DType::f32, 11);
     const Tensor w = random_tensor({2, 4, 3, 3}, DType::f32, 12);
-    using kernels::conv2d;
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(random_tensor({3, 4}, DType::f32, 13), w),
+        kernels::conv2d(random_tensor({3, 4}, DType::f32, 13), w),
         "conv2d: expected input [N, C, H, W] or [C, H, W], got f32 [3, 4] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, random_tensor({2, 4, 3}, DType::f32, 14)),
+        kernels::conv2d(x, random_tensor({2, 4, 3}, DType::f32, 14)),
         "conv2d: expected weight [O, C/groups, kH, kW], got f32 [2, 4, 3] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, random_tensor({2, 3, 3, 3}, DType::f32, 15)),
+        kernels::conv2d(x, random_tensor({2, 3, 3, 3}, DType::f32, 15)),
         "conv2d: weight f32 [2, 3, 3, 3] on cpu with groups = 1 expects 3 input "
         "channels, got input f32 [1, 4, 5, 5] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, random_tensor({3, 1, 3, 3}, DType::f32, 16), {}, {1, 1}, {0, 0}, {1, 1}, 3),
+        kernels::conv2d(x, random_tensor({3, 1, 3, 3}, DType::f32, 16), {}, {1, 1}, {0, 0}, {1, 1},
+                        3),
         "conv2d: the 4 channels of input f32 [1, 4, 5, 5] on cpu are not divisible by groups = 3");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, random_tensor({3, 2, 3, 3}, DType::f32, 17), {}, {1, 1}, {0, 0}, {1, 1}, 2),
+        kernels::conv2d(x, random_tensor({3, 2, 3, 3}, DType::f32, 17), {}, {1, 1}, {0, 0}, {1, 1},
+                        2),
         "conv2d: the 3 output channels of weight f32 [3, 2, 3, 3] on cpu are not divisible by "
         "groups = 2");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(random_tensor({1, 4, 2, 2}, DType::f32, 18), w),
+        kernels::conv2d(random_tensor({1, 4, 2, 2}, DType::f32, 18), w),
         "conv2d: padded input size 2x2 of input f32 [1, 4, 2, 2] on cpu is smaller "
         "than the dilated kernel 3x3");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, w, {}, {1, 1}, {0, 0}, {2, 3}),
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w, {}, {1, 1}, {0, 0}, {2, 3}),
                             "smaller than the dilated kernel 5x7");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, random_tensor({2, 4, 3, 3}, DType::f64, 19)),
+        kernels::conv2d(x, random_tensor({2, 4, 3, 3}, DType::f64, 19)),
         "conv2d: input f32 [1, 4, 5, 5] on cpu, weight f64 [2, 4, 3, 3] on cpu and bias "
         "undefined must have one dtype");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(x, w, random_tensor({3}, DType::f32, 20)),
+        kernels::conv2d(x, w, random_tensor({3}, DType::f32, 20)),
         "conv2d: expected bias [2] for weight f32 [2, 4, 3, 3] on cpu, got f32 [3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, w, {}, {0, 1}),
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w, {}, {0, 1}),
                             "conv2d: expected stride >= 1, padding >= 0, dilation >= 1 "
                             "and groups >= 1, got stride [0, 1]");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, w, {}, {1, 1}, {-1, 0}), "padding [-1, 0]");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, w, {}, {1, 1}, {0, 0}, {1, 0}), "dilation [1, 0]");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, w, {}, {1, 1}, {0, 0}, {1, 1}, 0), "groups 0");
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w, {}, {1, 1}, {-1, 0}), "padding [-1, 0]");
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w, {}, {1, 1}, {0, 0}, {1, 0}), "dilation [1, 0]");
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w, {}, {1, 1}, {0, 0}, {1, 1}, 0), "groups 0");
     REQUIRE_THROWS_WITH_MSG(
-        conv2d(random_tensor({1, 4, 5, 5}, DType::i64, 21, -2, 2),
-               random_tensor({2, 4, 3, 3}, DType::i64, 22, -2, 2)),
+        kernels::conv2d(random_tensor({1, 4, 5, 5}, DType::i64, 21, -2, 2),
+                        random_tensor({2, 4, 3, 3}, DType::i64, 22, -2, 2)),
         "conv2d: expected a floating-point tensor, got i64 [1, 4, 5, 5] on cpu");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, random_tensor({2, 4, 0, 3}, DType::f32, 23)),
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, random_tensor({2, 4, 0, 3}, DType::f32, 23)),
                             "conv2d: empty kernel");
-    REQUIRE_THROWS_WITH_MSG(conv2d(x, Tensor()), "conv2d: undefined tensor argument");
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, Tensor()), "conv2d: undefined tensor argument");
 }
 
 TEST_CASE("conv2d rejects parameters whose products would overflow", "[conv][errors]") {

@@ -21,6 +21,21 @@ TEST_CASE("binary ops match the f64 reference on floating dtypes, shapes and lay
             }
 }
 
+TEST_CASE("activation backwards match their f64 derivatives", "[elementwise][backward]") {
+    uint64_t seed = 500;
+    for (BinaryOp op : {BinaryOp::relu_backward, BinaryOp::gelu_backward,
+                        BinaryOp::gelu_tanh_backward, BinaryOp::sigmoid_backward,
+                        BinaryOp::tanh_backward})
+        for (DType t : kFloats)
+            for (const auto& [sa, sb] : kBinaryShapes) {
+                Tensor g = random_tensor(sa, t, ++seed, -2, 2), s = random_tensor(sb, t, ++seed, -4, 4);
+                check_binary(op, g, s, t);
+                check_binary(op, non_contiguous(g), non_contiguous(s), t);
+            }
+    const Tensor i = from_vector<int64_t>({1, 2}, {2});
+    REQUIRE_THROWS_WITH_MSG(kernels::relu_backward(i, i), "relu_backward: expected floating tensors");
+}
+
 TEST_CASE("binary ops on integer dtypes are exact and wrap; div is true division",
           "[elementwise]") {
     uint64_t seed = 100;

@@ -12,7 +12,6 @@
 
 using namespace ember;
 using namespace ember::test;
-using kernels::matmul;
 
 namespace {
 
@@ -77,11 +76,11 @@ std::string describe_pair(const Tensor& a, const Tensor& b) {
 
 double rtol_of(DType t) { return is_floating(t) ? rtol_for(t) : 0.0; }
 
-// Checks matmul(a, b) against the reference (shape and values).
+// Checks kernels::matmul(a, b) against the reference (shape and values).
 void check_matmul(const Tensor& a, const Tensor& b) {
     Shape want;
     const std::vector<double> expected = reference_matmul(a, b, &want);
-    const Tensor got = matmul(a, b);
+    const Tensor got = kernels::matmul(a, b);
     INFO(describe_pair(a, b));
     REQUIRE(got.dtype() == a.dtype());
     REQUIRE(got.shape() == want);
@@ -124,7 +123,7 @@ TEST_CASE("matmul matches the f64 reference over a shape table and every dtype",
         for (DType dt : dtypes) {
             const Tensor a = random_tensor(c.a, dt, ++seed), b = random_tensor(c.b, dt, ++seed);
             INFO("case " << shape_str(c.a) << " @ " << shape_str(c.b) << " " << dtype_name(dt));
-            REQUIRE(matmul(a, b).shape() == c.out);
+            REQUIRE(kernels::matmul(a, b).shape() == c.out);
             check_matmul(a, b);
             check_matmul(non_contiguous(a), non_contiguous(b));
         }
@@ -239,22 +238,22 @@ TEST_CASE("cpu::matmul overwrites a poisoned output, zeroes it for K = 0, accumu
 TEST_CASE("matmul errors name the op, shapes and dtypes", "[matmul][errors]") {
     const Tensor m23 = random_tensor({2, 3}, DType::f32, 71),
                  m45 = random_tensor({4, 5}, DType::f32, 72);
-    REQUIRE_THROWS_WITH_MSG(matmul(full({}, 1.0), m23),
+    REQUIRE_THROWS_WITH_MSG(kernels::matmul(full({}, 1.0), m23),
                             "matmul: both operands need at least 1 dim");
-    REQUIRE_THROWS_WITH_MSG(matmul(m23, m45),
+    REQUIRE_THROWS_WITH_MSG(kernels::matmul(m23, m45),
                             "matmul: cannot multiply f32 [2, 3] on cpu by f32 [4, 5] on cpu: inner "
                             "dims 3 and 4 differ");
     REQUIRE_THROWS_WITH_MSG(
-        matmul(random_tensor({3}, DType::f32, 73), random_tensor({4}, DType::f32, 74)),
+        kernels::matmul(random_tensor({3}, DType::f32, 73), random_tensor({4}, DType::f32, 74)),
         "inner dims 3 and 4 differ");
     REQUIRE_THROWS_WITH_MSG(
-        matmul(m23, random_tensor({3, 2}, DType::f64, 75)),
+        kernels::matmul(m23, random_tensor({3, 2}, DType::f64, 75)),
         "matmul: expected operands of one dtype, got f32 [2, 3] on cpu and f64 [3, 2] on cpu");
-    REQUIRE_THROWS_WITH_MSG(matmul(random_tensor({2, 2}, DType::u8, 76, 0, 3),
+    REQUIRE_THROWS_WITH_MSG(kernels::matmul(random_tensor({2, 2}, DType::u8, 76, 0, 3),
                                    random_tensor({2, 2}, DType::u8, 77, 0, 3)),
                             "matmul: dtype u8 is not supported");
     REQUIRE_THROWS_WITH_MSG(
-        matmul(random_tensor({2, 3, 4}, DType::f32, 78), random_tensor({3, 4, 5}, DType::f32, 79)),
+        kernels::matmul(random_tensor({2, 3, 4}, DType::f32, 78), random_tensor({3, 4, 5}, DType::f32, 79)),
         "matmul: batch dims of f32 [2, 3, 4] on cpu and f32 [3, 4, 5] on cpu do not broadcast");
     REQUIRE_THROWS_WITH_MSG(kernels::bmm(m23, m23.t()), "bmm: expected 3-d operands");
     REQUIRE_THROWS_WITH_MSG(kernels::bmm(random_tensor({2, 3, 4}, DType::f32, 80),
@@ -276,5 +275,5 @@ TEST_CASE("matmul errors name the op, shapes and dtypes", "[matmul][errors]") {
         "linear: expected bias [4] for weight f32 [4, 3] on cpu, got f32 [3] on cpu");
     REQUIRE_THROWS_WITH_MSG(kernels::linear(m23, w, random_tensor({4}, DType::f64, 87)),
                             "linear: expected operands of one dtype");
-    REQUIRE_THROWS_WITH_MSG(matmul(m23, Tensor()), "matmul: undefined tensor argument");
+    REQUIRE_THROWS_WITH_MSG(kernels::matmul(m23, Tensor()), "matmul: undefined tensor argument");
 }

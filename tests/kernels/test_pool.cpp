@@ -255,39 +255,38 @@ TEST_CASE("cpu pooling kernels overwrite a poisoned output", "[pool]") {
 
 TEST_CASE("pooling errors name the op, the window and the input", "[pool][errors]") {
     const Tensor x = random_tensor({1, 2, 6, 6}, DType::f32, 21);
-    using kernels::adaptive_avg_pool2d;
-    using kernels::avg_pool2d;
-    using kernels::max_pool2d;
     REQUIRE_THROWS_WITH_MSG(
-        max_pool2d(random_tensor({4, 4}, DType::f32, 22), {2, 2}),
+        kernels::max_pool2d(random_tensor({4, 4}, DType::f32, 22), {2, 2}),
         "max_pool2d: expected input [N, C, H, W] or [C, H, W], got f32 [4, 4] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        max_pool2d(random_tensor({1, 1, 4, 4}, DType::i32, 23, -2, 2), {2, 2}),
+        kernels::max_pool2d(random_tensor({1, 1, 4, 4}, DType::i32, 23, -2, 2), {2, 2}),
         "max_pool2d: expected a floating-point tensor, got i32 [1, 1, 4, 4] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        max_pool2d(x, {0, 2}),
+        kernels::max_pool2d(x, {0, 2}),
         "max_pool2d: expected kernel, stride and dilation >= 1, got kernel [0, 2]");
-    REQUIRE_THROWS_WITH_MSG(max_pool2d(x, {2, 2}, {0, 2}), "stride [0, 2]");
-    REQUIRE_THROWS_WITH_MSG(max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 0}), "dilation [1, 0]");
+    REQUIRE_THROWS_WITH_MSG(kernels::max_pool2d(x, {2, 2}, {0, 2}), "stride [0, 2]");
+    REQUIRE_THROWS_WITH_MSG(kernels::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 0}),
+                            "dilation [1, 0]");
     REQUIRE_THROWS_WITH_MSG(
-        max_pool2d(x, {3, 3}, {1, 1}, {2, 0}),
+        kernels::max_pool2d(x, {3, 3}, {1, 1}, {2, 0}),
         "max_pool2d: padding [2, 0] must be between 0 and half the kernel [3, 3]");
-    REQUIRE_THROWS_WITH_MSG(max_pool2d(x, {3, 3}, {1, 1}, {-1, 0}), "padding [-1, 0]");
+    REQUIRE_THROWS_WITH_MSG(kernels::max_pool2d(x, {3, 3}, {1, 1}, {-1, 0}), "padding [-1, 0]");
     REQUIRE_THROWS_WITH_MSG(
-        max_pool2d(x, {4, 4}, {1, 1}, {0, 0}, {3, 3}),
+        kernels::max_pool2d(x, {4, 4}, {1, 1}, {0, 0}, {3, 3}),
         "max_pool2d: output size -3x-3 is too small for input f32 [1, 2, 6, 6] on cpu "
         "(kernel [4, 4], stride [1, 1], padding [0, 0], dilation [3, 3])");
-    REQUIRE_THROWS_WITH_MSG(avg_pool2d(x, {7, 2}), "avg_pool2d: output size 0x3 is too small");
-    REQUIRE_THROWS_WITH_MSG(avg_pool2d(x, {2, 2}, {1, 1}, {0, 2}),
+    REQUIRE_THROWS_WITH_MSG(kernels::avg_pool2d(x, {7, 2}),
+                            "avg_pool2d: output size 0x3 is too small");
+    REQUIRE_THROWS_WITH_MSG(kernels::avg_pool2d(x, {2, 2}, {1, 1}, {0, 2}),
                             "avg_pool2d: padding [0, 2] must be");
-    REQUIRE_THROWS_WITH_MSG(avg_pool2d(random_tensor({6}, DType::f32, 24), {2, 2}),
+    REQUIRE_THROWS_WITH_MSG(kernels::avg_pool2d(random_tensor({6}, DType::f32, 24), {2, 2}),
                             "avg_pool2d: expected input");
-    REQUIRE_THROWS_WITH_MSG(adaptive_avg_pool2d(x, {0, 2}),
+    REQUIRE_THROWS_WITH_MSG(kernels::adaptive_avg_pool2d(x, {0, 2}),
                             "adaptive_avg_pool2d: output size [0, 2] must be at least 1x1");
     REQUIRE_THROWS_WITH_MSG(
-        adaptive_avg_pool2d(random_tensor({1, 2, 0, 3}, DType::f32, 25), {1, 1}),
+        kernels::adaptive_avg_pool2d(random_tensor({1, 2, 0, 3}, DType::f32, 25), {1, 1}),
         "adaptive_avg_pool2d: input f32 [1, 2, 0, 3] on cpu has an empty plane");
-    REQUIRE_THROWS_WITH_MSG(max_pool2d(Tensor(), {2, 2}), "max_pool2d: undefined input");
+    REQUIRE_THROWS_WITH_MSG(kernels::max_pool2d(Tensor(), {2, 2}), "max_pool2d: undefined input");
 }
 
 TEST_CASE("pooling rejects windows that see no input and oversized parameters", "[pool][errors]") {

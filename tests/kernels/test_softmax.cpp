@@ -1,6 +1,9 @@
 // softmax and log_softmax against exp(x - logsumexp) computed in f64 here,
 // over shapes, dims, layouts and floating dtypes; rows summing to 1; large
-// magnitudes, NaN and -inf; every error path.
+// magnitudes, NaN and -inf; their backwards against the f64 formulas and
+// central differences; every error path.
+#include <omp.h>
+
 #include <cmath>
 
 #include "kernels/reduce.h"
@@ -156,4 +159,144 @@ TEST_CASE("softmax keeps terms down to the smallest normal float", "[softmax]") 
     const double denom = 1.0 + std::exp(-87.335) + std::exp(-80.0);
     CHECK(p[1] == Approx(std::exp(-87.335) / denom).epsilon(1e-5));
     CHECK(p[2] == Approx(std::exp(-80.0) / denom).epsilon(1e-5));
+}
+
+// ---- Backward ------------------------------------------------------------
+
+namespace {
+
+// grad_x of softmax (or log_softmax) along dim from its output y, in f64:
+// y (g - Σ g y) or g - exp(y) Σ g along each line.
+std::vector<double> ref_softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log) {
+    const std::vector<double> gv = values(g), yv = values(y);
+    std::vector<double> out(gv.size());
+    if (gv.empty()) return out;
+    const int64_t nd = std::max<int64_t>(y.dim(), 1);
+    const Shape shape = y.dim() ? y.shape() : Shape{1};
+    const int64_t d = dim < 0 ? dim + nd : dim;
+    int64_t inner = 1;
+    for (int64_t i = d + 1; i < nd; ++i) inner *= shape[size_t(i)];
+    const int64_t n = shape[size_t(d)];
+    for (int64_t start = 0; start < int64_t(gv.size()); ++start) {
+        if ((start / inner) % n != 0) continue;
+        double s = 0;
+        for (int64_t r = 0; r < n; ++r) {
+            const size_t i = size_t(start + r * inner);
+            s += log ? gv[i] : gv[i] * yv[i];
+        }
+        for (int64_t r = 0; r < n; ++r) {
+            const size_t i = size_t(start + r * inner);
+            out[i] = log ? gv[i] - std::exp(yv[i]) * s : yv[i] * (gv[i] - s);
+        }
+    }
+    return out;
+}
+
+// d/dx of sum(f(x) · R) by central differences, in f64.
+template <class F>
+std::vector<double> numeric_grad(const Tensor& x, const Tensor& r, F f, double h = 1e-6) {
+    const std::vector<double> rv = values(r);
+    std::vector<double> out;
+    Tensor xp = x.clone();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+        const Shape at = unravel(i, x.shape());
+        const double v = x.at(at);
+        double side[2];
+        for (int k = 0; k < 2; ++k) {
+            xp.set(at, k == 0 ? v + h : v - h);
+            const std::vector<double> y = values(f(xp));
+            side[k] = 0;
+            for (size_t j = 0; j < y.size(); ++j) side[k] += y[j] * rv[j];
+        }
+        xp.set(at, v);
+        out.push_back((side[0] - side[1]) / (2 * h));
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("softmax_backward and log_softmax_backward match the f64 formulas",
+          "[softmax][backward]") {
+    uint64_t seed = 100;
+    for (const Case& c : kCases) {
+        for (DType dt : kFloats) {
+            const Tensor x = random_tensor(c.shape, dt, seed++, -4, 4);
+            const Tensor g = random_tensor(c.shape, dt, seed++, -1, 1);
+            const double rtol = rtol_for(dt);
+            for (bool log : {false, true}) {
+                const Tensor y = log ? k::log_softmax(x, c.dim) : k::softmax(x, c.dim);
+                const std::vector<double> want = ref_softmax_backward(g, y, c.dim, log);
+                for (const auto& [layout, gl] : layouts(g)) {
+                    INFO(dtype_name(dt) << " " << shape_str(c.shape) << " dim " << c.dim << " "
+                                        << layout << (log ? " log_softmax" : " softmax"));
+                    const Tensor yl = non_contiguous(y);
+                    const Tensor gx = log ? k::log_softmax_backward(gl, yl, c.dim)
+                                          : k::softmax_backward(gl, yl, c.dim);
+                    REQUIRE(gx.shape() == c.shape);
+                    REQUIRE(gx.dtype() == dt);
+                    REQUIRE(gx.is_contiguous());
+                    // The sums cancel: an absolute term scaled like the row's gradient.
+                    check_close(gx, want, rtol * 4, rtol * 4);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("softmax backwards agree with central differences of the forwards",
+          "[softmax][backward]") {
+    const struct {
+        Shape shape;
+        int64_t dim;
+    } cases[] = {{{5}, 0}, {{3, 4}, 1}, {{3, 4}, 0}, {{2, 3, 4}, 1}, {{1, 1}, 1}};
+    uint64_t seed = 300;
+    for (const auto& c : cases) {
+        for (bool log : {false, true}) {
+            INFO(shape_str(c.shape) << " dim " << c.dim << (log ? " log_softmax" : " softmax"));
+            const Tensor x = random_tensor(c.shape, DType::f64, seed++, -3, 3);
+            const Tensor r = random_tensor(c.shape, DType::f64, seed++, -1, 1);
+            auto f = [&](const Tensor& t) {
+                return log ? k::log_softmax(t, c.dim) : k::softmax(t, c.dim);
+            };
+            const Tensor gx =
+                log ? k::log_softmax_backward(r, f(x), c.dim) : k::softmax_backward(r, f(x), c.dim);
+            check_close(gx, numeric_grad(x, r, f), 1e-6, 1e-8);
+        }
+    }
+}
+
+TEST_CASE("softmax backwards give the same bits for 1 and 2 threads", "[softmax][backward]") {
+    for (const Shape& shape : {Shape{64, 3000}, Shape{300, 700, 3}}) {
+        INFO(shape_str(shape));
+        const Tensor y = k::softmax(random_tensor(shape, DType::f32, 400, -5, 5), 1);
+        const Tensor g = random_tensor(shape, DType::f32, 401, -1, 1);
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(std::max(2, saved));
+        const std::vector<float> many = k::softmax_backward(g, y, 1).to_vector<float>();
+        const std::vector<float> many_log = k::log_softmax_backward(g, y, 1).to_vector<float>();
+        omp_set_num_threads(1);
+        const std::vector<float> one = k::softmax_backward(g, y, 1).to_vector<float>();
+        const std::vector<float> one_log = k::log_softmax_backward(g, y, 1).to_vector<float>();
+        omp_set_num_threads(saved);
+        CHECK(many == one);
+        CHECK(many_log == one_log);
+    }
+}
+
+TEST_CASE("softmax backward errors name the op and the tensors", "[softmax][backward][errors]") {
+    const Tensor y = random_tensor({2, 3}, DType::f32, 500);
+    REQUIRE_THROWS_WITH_MSG(k::softmax_backward(Tensor(), y, 1),
+                            "softmax_backward: undefined tensor (grad_y undefined, y f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(
+        k::log_softmax_backward(random_tensor({3, 2}, DType::f32, 501), y, 1),
+        "log_softmax_backward: grad_y f32 [3, 2] on cpu must have the shape and dtype of y "
+        "f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(k::softmax_backward(y.to(DType::f64), y, 1),
+                            "softmax_backward: grad_y f64 [2, 3] on cpu must have the shape");
+    REQUIRE_THROWS_WITH_MSG(k::softmax_backward(y, y, 2),
+                            "softmax_backward: dim 2 out of range for input f32 [2, 3]");
+    const Tensor i = random_tensor({2, 3}, DType::i64, 502, 0, 9);
+    REQUIRE_THROWS_WITH_MSG(k::log_softmax_backward(i, i, 1),
+                            "log_softmax_backward: expected a floating-point tensor, got i64");
 }

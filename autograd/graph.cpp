@@ -1,0 +1,191 @@
+// Recording: grad/anomaly mode flags, nodes and their saved tensors, the
+// history attached to op outputs, and the accumulate node of a leaf.
+#include "autograd/graph.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
+#include "kernels/factories.h"
+#include "kernels/reduce.h"
+
+namespace ember {
+
+namespace {
+// Per thread, as in PyTorch: a NoGradGuard on one thread does not affect another.
+thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly_enabled = false;
+thread_local uint64_t t_next_sequence_nr = 0;
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+namespace autograd {
+
+bool AnomalyMode::is_enabled() { return t_anomaly_enabled; }
+void AnomalyMode::set_enabled(bool enabled) { t_anomaly_enabled = enabled; }
+
+Tensor Node::save(const Tensor& t) {
+    if (!t.defined()) return t;
+    saved_.push_back({t.storage(), t.storage()->version(), t.shape()});
+    return t.detach();
+}
+
+void Node::check_saved_versions() const {
+    for (size_t i = 0; i < saved_.size(); ++i) {
+        const SavedVersion& s = saved_[i];
+        const uint64_t now = s.storage->version();
+        EMBER_CHECK(now == s.version, "backward of '", name, "': tensor ", i, " (shape ",
+                    shape_str(s.shape), ") saved by the forward was modified in place since "
+                    "(version ", s.version, ", now ", now,
+                    "); clone it before the in-place op, or do the in-place op first");
+    }
+}
+
+void Node::release() {
+    if (saved_.empty()) return;  // nothing to free: the graph may be walked again
+    backward = nullptr;
+    saved_.clear();
+    released_ = true;
+}
+
+bool needs_grad(const TensorList& inputs) {
+    if (!GradMode::is_enabled()) return false;
+    for (const Tensor& t : inputs)
+        if (t.defined() && t.requires_grad()) return true;
+    return false;
+}
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+    if (!GradMode::is_enabled()) return false;
+    for (const Tensor& t : inputs)
+        if (t.defined() && t.requires_grad()) return true;
+    return false;
+}
+
+namespace {
+
+// The accumulate node of a leaf, shared by every graph that uses the leaf
+// while one exists (the meta holds it weakly, so no cycle).
+std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
+    const std::shared_ptr<AutogradMeta>& meta = leaf.unsafe_impl()->autograd;
+    if (auto node = meta->accumulator.lock()) return node;
+    auto node = std::make_shared<Node>();
+    node->name = "accumulate_grad";
+    node->sequence_nr = std::numeric_limits<uint64_t>::max();  // run as soon as ready
+    node->is_accumulator = true;
+    node->outputs.push_back(TensorGeometry::of(leaf));
+    node->output_hooks.resize(1);
+    std::weak_ptr<AutogradMeta> weak = meta;
+    node->backward = [weak](const TensorList& grads) -> TensorList {
+        auto m = weak.lock();
+        if (!m || !m->requires_grad) return {};  // the leaf is gone or was turned off
+        Tensor g = grads[0];
+        if (!g.defined()) return {};
+        for (const GradHook& hook : m->hooks)
+            if (Tensor r = hook(g); r.defined()) g = r;
+        // Out of place: a gradient the user holds (or another leaf was given)
+        // is never changed behind their back.
+        m->grad = m->grad.defined() ? kernels::add(m->grad, g) : g.clone();
+        if (!m->post_accumulate_hooks.empty()) {
+            if (auto impl = m->self.lock()) {
+                const Tensor leaf_again(impl);
+                for (auto& hook : m->post_accumulate_hooks) hook(leaf_again);
+            }
+        }
+        return {};
+    };
+    meta->accumulator = node;
+    return node;
+}
+
+}  // namespace
+
+Edge gradient_edge(const Tensor& t) {
+    if (!t.defined()) return {};
+    const auto& meta = t.unsafe_impl()->autograd;
+    if (!meta) return {};
+    if (meta->grad_fn) return {meta->grad_fn, meta->output_nr};
+    if (meta->requires_grad) return {accumulator_of(t), 0};
+    return {};
+}
+
+uint64_t next_sequence_nr() { return t_next_sequence_nr++; }
+
+std::shared_ptr<Node> make_node(const char* name, const TensorList& inputs) {
+    if (!needs_grad(inputs)) return nullptr;
+    auto node = std::make_shared<Node>();
+    node->name = name;
+    node->sequence_nr = t_next_sequence_nr++;
+    node->next.reserve(inputs.size());
+    node->inputs.reserve(inputs.size());
+    for (const Tensor& t : inputs) {
+        node->next.push_back(t.defined() && t.requires_grad() ? gradient_edge(t) : Edge{});
+        node->inputs.push_back(t.defined() ? TensorGeometry::of(t) : TensorGeometry{});
+    }
+    return node;
+}
+
+bool all_finite(const Tensor& t) {
+    if (!is_floating(t.dtype()) || t.numel() == 0) return true;
+    // x·0 is 0 for finite x and NaN for NaN/Inf, so the sum is NaN iff one is not finite.
+    const double s = kernels::sum(kernels::mul(t, 0.0)).item();
+    return !std::isnan(s);
+}
+
+void set_history(const std::shared_ptr<Node>& node, const TensorList& outputs) {
+    EMBER_INTERNAL_CHECK(node != nullptr, "set_history without a node");
+    if (AnomalyMode::is_enabled()) {
+        for (size_t i = 0; i < outputs.size(); ++i)
+            EMBER_CHECK(all_finite(outputs[i]), "anomaly mode: forward op '", node->name,
+                        "' produced NaN or Inf in output ", i, " (shape ",
+                        shape_str(outputs[i].shape()), ")");
+    }
+    node->outputs.clear();
+    node->output_hooks.assign(outputs.size(), {});
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        const Tensor& out = outputs[i];
+        EMBER_INTERNAL_CHECK(is_floating(out.dtype()), "op '", node->name,
+                              "' recorded a non-floating output");
+        auto meta = std::make_shared<AutogradMeta>();
+        meta->requires_grad = true;
+        meta->grad_fn = node;
+        meta->output_nr = uint32_t(i);
+        out.unsafe_impl()->autograd = std::move(meta);
+        node->outputs.push_back(TensorGeometry::of(out));
+    }
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+    if (g.shape() == shape) return g;
+    const int64_t lead = g.dim() - int64_t(shape.size());
+    EMBER_INTERNAL_CHECK(lead >= 0, "sum_to: ", shape_str(g.shape()), " to ", shape_str(shape));
+    Shape dims;
+    for (int64_t d = 0; d < g.dim(); ++d)
+        if (d < lead || (shape[size_t(d - lead)] == 1 && g.shape()[size_t(d)] != 1))
+            dims.push_back(d);
+    Tensor s = dims.empty() ? g : kernels::sum(g, dims, true);
+    return views::reshape(s, shape);
+}
+
+void check_inplace(const Tensor& self, const char* name, const TensorList& others) {
+    if (!GradMode::is_enabled()) return;
+    const auto& meta = self.unsafe_impl()->autograd;
+    if (meta && meta->requires_grad) {
+        EMBER_CHECK(meta->grad_fn != nullptr, name, ": a leaf tensor that requires grad (shape ",
+                    shape_str(self.shape()),
+                    ") cannot be modified in place while grad mode is on; use NoGradGuard "
+                    "(as optimizers do) or detach()");
+        EMBER_FAIL(name, ": in-place ops are not recorded for autograd, and this tensor (shape ",
+                   shape_str(self.shape()), ") requires grad; use the out-of-place op");
+    }
+    for (const Tensor& o : others)
+        EMBER_CHECK(!(o.defined() && o.requires_grad()), name,
+                    ": in-place ops are not recorded for autograd, and an argument requires "
+                    "grad; use the out-of-place op");
+}
+
+}  // namespace autograd
+}  // namespace ember

@@ -1,0 +1,89 @@
+// Losses: fused cross-entropy (log_softmax + NLL in one kernel each way),
+// and nll_loss / mse_loss composed from differentiable ops.
+#include "autograd/graph.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/index.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/ops/reduce.h"
+#include "kernels/elementwise.h"
+#include "kernels/factories.h"
+#include "kernels/loss.h"
+#include "kernels/reduce.h"
+
+namespace ember {
+
+namespace k = kernels;
+using autograd::TensorList;
+
+namespace {
+
+// Number of targets that count (not ignore_index), as a 0-d tensor on the
+// targets' device: a mean divides by it without a host sync.
+Tensor counted(const Tensor& target, int64_t ignore_index, DType dtype) {
+    return k::sum(k::ne(target, double(ignore_index)).to(dtype));
+}
+
+Tensor reduce(const Tensor& per_sample, Reduction r, const Tensor& count) {
+    switch (r) {
+        case Reduction::none: return per_sample;
+        case Reduction::sum: return sum(per_sample);
+        case Reduction::mean: return div(sum(per_sample), count);
+    }
+    return per_sample;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+    k::CrossEntropyForward f =
+        k::cross_entropy_forward(logits, target, o.label_smoothing, o.ignore_index);
+    const Tensor count = o.reduction == Reduction::mean
+                             ? counted(target, o.ignore_index, f.loss.dtype())
+                             : Tensor();
+    Tensor out;
+    switch (o.reduction) {
+        case Reduction::none: out = f.loss; break;
+        case Reduction::sum: out = k::sum(f.loss); break;
+        case Reduction::mean: out = k::div(k::sum(f.loss), count); break;
+    }
+    if (auto node = autograd::make_node("cross_entropy", {logits})) {
+        node->backward = [x = node->save(logits), lse = node->save(f.lse), t = node->save(target),
+                          count, o, n = f.loss.shape()](const TensorList& g) {
+            // The upstream gradient of each sample's loss: g itself (none), or g
+            // broadcast (sum), or g / count (mean).
+            Tensor per = g[0];
+            if (o.reduction != Reduction::none) {
+                const Tensor scaled = o.reduction == Reduction::mean ? k::div(g[0], count) : g[0];
+                per = views::expand(views::reshape(scaled, {1}), n);
+            }
+            return TensorList{k::cross_entropy_backward(per, x, lse, t, o.label_smoothing,
+                                                        o.ignore_index)};
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& o) {
+    EMBER_CHECK(log_probs.dim() == 2 && target.dim() == 1 && target.size(0) == log_probs.size(0),
+                "nll_loss: expected log_probs [N, C] and target [N], got ",
+                shape_str(log_probs.shape()), " and ", shape_str(target.shape()));
+    EMBER_CHECK(target.dtype() == DType::i64, "nll_loss: target must be i64, got ",
+                dtype_name(target.dtype()));
+    const Tensor keep = k::ne(target, double(o.ignore_index));
+    // Ignored rows read class 0 (always valid) and are masked out.
+    const Tensor safe = k::where(keep, target, k::mul(target, 0.0).to(DType::i64));
+    const Tensor picked = gather(log_probs, 1, views::unsqueeze(safe, 1)).squeeze(1);
+    const Tensor per = neg(mul(picked, keep.to(log_probs.dtype())));
+    return reduce(per, o.reduction, counted(target, o.ignore_index, log_probs.dtype()));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+    EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
+                " and target ", shape_str(target.shape()), " differ in shape");
+    const Tensor d = sub(input, target);
+    const Tensor sq = mul(d, d);
+    return reduce(sq, reduction, full({}, double(sq.numel()), {sq.dtype(), sq.device()}));
+}
+
+}  // namespace ember

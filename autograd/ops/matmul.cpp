@@ -1,0 +1,97 @@
+// Differentiable matrix products. For C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC,
+// with transposes read in place by the GEMM (no copies) and broadcast batch
+// dims summed back.
+#include "autograd/ops/matmul.h"
+
+#include "autograd/graph.h"
+#include "kernels/matmul.h"
+#include "kernels/reduce.h"
+
+namespace ember {
+
+namespace k = kernels;
+using autograd::sum_to;
+using autograd::TensorList;
+
+namespace {
+
+Tensor mT(const Tensor& t) { return views::transpose(t, -1, -2); }
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+    Tensor out = k::matmul(a, b);
+    if (auto node = autograd::make_node("matmul", {a, b})) {
+        const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
+        node->backward = [a = node->save(a), b = node->save(b), ga, gb](const TensorList& g) {
+            // Treat 1-d operands as a row (a) / column (b) matrix, as the forward does.
+            const Tensor a2 = a.dim() == 1 ? views::unsqueeze(a, 0) : a;
+            const Tensor b2 = b.dim() == 1 ? views::unsqueeze(b, 1) : b;
+            // ... and put the removed dims back into the gradient of the result.
+            Tensor g2 = g[0];
+            if (a.dim() == 1 && b.dim() == 1)
+                g2 = views::reshape(g2, {1, 1});
+            else if (a.dim() == 1)
+                g2 = views::unsqueeze(g2, g2.dim() - 1);
+            else if (b.dim() == 1)
+                g2 = views::unsqueeze(g2, g2.dim());
+            Tensor da, db;
+            if (ga) da = views::reshape(sum_to(k::matmul(g2, mT(b2)), a2.shape()), a.shape());
+            if (gb) db = views::reshape(sum_to(k::matmul(mT(a2), g2), b2.shape()), b.shape());
+            return TensorList{da, db};
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+    Tensor out = k::bmm(a, b);
+    if (auto node = autograd::make_node("bmm", {a, b})) {
+        const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
+        node->backward = [a = gb ? node->save(a) : Tensor(), b = ga ? node->save(b) : Tensor(), ga,
+                          gb](const TensorList& g) {
+            return TensorList{ga ? k::bmm(g[0], mT(b)) : Tensor(),
+                              gb ? k::bmm(mT(a), g[0]) : Tensor()};
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
+    Tensor out = k::addmm(c, a, b);
+    if (auto node = autograd::make_node("addmm", {c, a, b})) {
+        const bool ga = node->needs_input_grad(1), gb = node->needs_input_grad(2);
+        node->backward = [a = gb ? node->save(a) : Tensor(), b = ga ? node->save(b) : Tensor(),
+                          sc = c.shape(), ga, gb](const TensorList& g) {
+            return TensorList{sum_to(g[0], sc), ga ? k::matmul(g[0], mT(b)) : Tensor(),
+                              gb ? k::matmul(mT(a), g[0]) : Tensor()};
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+    Tensor out = k::linear(x, w, bias);
+    if (auto node = autograd::make_node("linear", {x, w, bias})) {
+        const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
+                   gbias = node->needs_input_grad(2);
+        node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
+                          sx = x.shape(), gx, gw, gbias](const TensorList& g) {
+            // y [.., out] = x [.., in] · wᵀ: dx = dy · w, dw = dyᵀ · x over all rows, db = Σ dy.
+            const int64_t out_f = g[0].size(-1);
+            const Tensor g2 = views::reshape(g[0], {-1, out_f});
+            Tensor dx, dw, db;
+            if (gx) dx = views::reshape(k::matmul(g2, w), sx);
+            if (gw) dw = k::matmul(mT(g2), views::reshape(x, {-1, sx.back()}));
+            if (gbias) db = k::sum(g2, {0});
+            return TensorList{dx, dw, db};
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+}  // namespace ember

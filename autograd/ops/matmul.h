@@ -1,0 +1,16 @@
+// Differentiable matrix products: semantics as kernels/matmul.h (torch.matmul
+// broadcasting, bmm, addmm, linear).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ember {
+
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+/// c + a · b, c broadcast to [M, N].
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
+/// x · wᵀ + bias (bias may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+}  // namespace ember

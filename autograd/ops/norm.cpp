@@ -1,0 +1,109 @@
+// Differentiable batch norm, layer norm and dropout over the fused kernels
+// in kernels/norm.h and kernels/dropout.h.
+#include "autograd/graph.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/nn_ops.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/factories.h"
+#include "kernels/norm.h"
+#include "kernels/reduce.h"
+
+namespace ember {
+
+namespace k = kernels;
+using autograd::TensorList;
+
+namespace {
+
+// Eval-mode batch norm is an affine map per channel with constant statistics:
+// dx = g·w·invstd, dw = Σ g·x̂, db = Σ g (sums over every dim but 1).
+TensorList batch_norm_eval_backward(const Tensor& g, const Tensor& x, const Tensor& w,
+                                    const Tensor& mean, const Tensor& var, double eps,
+                                    std::array<bool, 3> need) {
+    Shape bshape(size_t(x.dim()), 1);
+    bshape[1] = x.size(1);
+    Shape dims;
+    for (int64_t d = 0; d < x.dim(); ++d)
+        if (d != 1) dims.push_back(d);
+    const Tensor invstd = views::reshape(k::rsqrt(k::add(var.to(g.dtype()), eps)), bshape);
+    const Tensor scale = w.defined() ? k::mul(invstd, views::reshape(w.to(g.dtype()), bshape)) : invstd;
+    TensorList out(3);
+    if (need[0]) out[0] = k::mul(g, scale);
+    if (need[1]) {
+        const Tensor xhat = k::mul(k::sub(x, views::reshape(mean.to(g.dtype()), bshape)), invstd);
+        out[1] = k::sum(k::mul(g, xhat), dims);
+    }
+    if (need[2]) out[2] = k::sum(g, dims);
+    return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+    if (!training) {
+        EMBER_CHECK(running_mean.defined() && running_var.defined(),
+                    "batch_norm: evaluation mode needs running_mean and running_var");
+        Tensor out = k::batch_norm_inference(x, weight, bias, running_mean, running_var, eps);
+        if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
+            const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
+                                              node->needs_input_grad(2)};
+            node->backward = [x = node->save(x), w = node->save(weight),
+                              m = node->save(running_mean), v = node->save(running_var), eps,
+                              need](const TensorList& g) {
+                return batch_norm_eval_backward(g[0], x, w, m, v, eps, need);
+            };
+            autograd::set_history(node, out);
+        }
+        return out;
+    }
+    k::BatchNormForward f =
+        k::batch_norm_forward(x, weight, bias, running_mean, running_var, momentum, eps);
+    if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
+        const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
+                                          node->needs_input_grad(2)};
+        node->backward = [x = node->save(x), w = node->save(weight), m = node->save(f.save_mean),
+                          s = node->save(f.save_invstd), need](const TensorList& g) {
+            k::NormGrads d = k::batch_norm_backward(g[0], x, w, m, s, need);
+            return TensorList{d.input, d.weight, d.bias};
+        };
+        autograd::set_history(node, f.output);
+    }
+    return f.output;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+    k::LayerNormForward f = k::layer_norm_forward(x, normalized_shape, weight, bias, eps);
+    if (auto node = autograd::make_node("layer_norm", {x, weight, bias})) {
+        const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
+                                          node->needs_input_grad(2)};
+        node->backward = [x = node->save(x), w = node->save(weight), m = node->save(f.mean),
+                          r = node->save(f.rstd), normalized_shape, need](const TensorList& g) {
+            k::NormGrads d = k::layer_norm_backward(g[0], x, normalized_shape, w, m, r, need);
+            return TensorList{d.input, d.weight, d.bias};
+        };
+        autograd::set_history(node, f.output);
+    }
+    return f.output;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+    EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+    if (!training || p == 0) return x;
+    if (p == 1) return mul(x, 0.0);  // every element dropped (recorded: gradient 0)
+    Generator& g = gen ? *gen : default_generator();
+    const GeneratorState at = g.reserve(k::dropout_blocks(x.numel()));
+    k::DropoutForward f = k::dropout_forward(x, p, at.seed, at.offset);
+    if (auto node = autograd::make_node("dropout", {x})) {
+        node->backward = [mask = node->save(f.mask), p](const TensorList& g) {
+            return TensorList{k::dropout_backward(g[0], mask, p)};
+        };
+        autograd::set_history(node, f.output);
+    }
+    return f.output;
+}
+
+}  // namespace ember

@@ -1,0 +1,149 @@
+// train family: one training step (forward, backward, plain SGD update) of
+// the reference models on CPU, beside the same step's matmuls/convolutions
+// alone (kernel calls on buffers of the same shapes) timed in the same run.
+// step / GEMMs-alone is the engine's overhead: allocation, elementwise ops,
+// copies and graph bookkeeping. Target for mlp at batch 256: <= 1.3x.
+// FLOPs count the GEMMs only: 2·B·in·out per linear for the forward, the
+// weight gradient and (not for the first layer) the input gradient.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "bench/bench.h"
+#include "ember.h"
+#include "kernels/conv.h"
+#include "kernels/matmul.h"
+
+namespace ember::bench {
+
+namespace {
+
+void sgd_step(nn::Module& model, double lr) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : model.parameters())
+        if (p.grad().defined()) sub_(p, mul(p.grad(), lr));
+}
+
+// One step; returns the loss (validated finite by the caller).
+double train_step(nn::Module& model, const Tensor& x, const Tensor& y) {
+    Tensor loss = cross_entropy(model(x), y);
+    model.zero_grad();
+    loss.backward();
+    sgd_step(model, 0.01);
+    return loss.item();
+}
+
+// Runs a few steps first: the loss must be finite and fall on a fixed batch.
+void validate(nn::Module& model, const Tensor& x, const Tensor& y, const char* name) {
+    const double first = train_step(model, x, y);
+    double last = first;
+    for (int i = 0; i < 4; ++i) last = train_step(model, x, y);
+    if (!std::isfinite(last) || !(last < first))
+        EMBER_FAIL("bench train: ", name, " loss did not fall on a fixed batch: ", first, " -> ",
+                   last);
+}
+
+std::string mb(size_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
+    return buf;
+}
+
+// Times the step and the GEMMs; adds the two rows.
+void report_pair(const char* model_name, const std::string& shape, nn::Module& model,
+                 const Tensor& x, const Tensor& y, const std::function<void()>& gemms,
+                 double gemm_flops, const Options& o, Report& report) {
+    validate(model, x, y, model_name);
+    reset_peak_memory_stats();
+    const size_t before = memory_stats().allocated_bytes;
+    train_step(model, x, y);
+    const size_t peak = memory_stats().peak_allocated_bytes - before;
+
+    const std::vector<double> ms = interleaved_median_ms(
+        {[&] { train_step(model, x, y); }, gemms}, o);
+    const double step_ms = ms[0], gemm_ms = ms[1];
+    char ratio[96];
+    std::snprintf(ratio, sizeof ratio, "step/GEMMs %.2fx, peak host %s", step_ms / gemm_ms,
+                  mb(peak).c_str());
+    report.add({"train", std::string(model_name) + " step", shape, step_ms, -1,
+                gemm_flops / step_ms / 1e6, gemm_ms / step_ms,
+                limit_label("GEMMs alone", gemm_ms, "ms"), ratio});
+    report.add({"train", std::string(model_name) + " GEMMs alone", shape, gemm_ms, -1,
+                gemm_flops / gemm_ms / 1e6, -1, "", ""});
+}
+
+void run_mlp(const Options& o, Report& report) {
+    const int64_t batch = o.quick ? 32 : 256;
+    manual_seed(1);
+    auto model = nn::mlp();
+    const Tensor x = randn({batch, 784});
+    const Tensor y = randint(0, 10, {batch});
+    // The step's GEMMs on buffers of the same shapes.
+    const std::vector<std::pair<int64_t, int64_t>> layers = {{784, 512}, {512, 256}, {256, 10}};
+    std::vector<Tensor> acts, weights, grads;
+    double flops = 0;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        auto [in, out] = layers[l];
+        acts.push_back(randn({batch, in}));
+        weights.push_back(randn({out, in}));
+        grads.push_back(randn({batch, out}));
+        flops += 2.0 * double(batch * in * out) * (l == 0 ? 2 : 3);
+    }
+    auto gemms = [&] {
+        for (size_t l = 0; l < layers.size(); ++l) {
+            kernels::matmul(acts[l], weights[l].t());                 // forward
+            kernels::matmul(grads[l].t(), acts[l]);                   // weight gradient
+            if (l > 0) kernels::matmul(grads[l], weights[l]);         // input gradient
+        }
+    };
+    report_pair("mlp", "batch " + std::to_string(batch), *model, x, y, gemms, flops, o, report);
+}
+
+struct ConvCall {
+    int64_t c, o, h, k, stride, pad;  // input [N, c, h, h], kernel k×k
+};
+
+void run_resnet8(const Options& o, Report& report) {
+    const int64_t batch = o.quick ? 8 : 128;
+    manual_seed(2);
+    nn::ResNet8 model;
+    const Tensor x = randn({batch, 1, 28, 28});
+    const Tensor y = randint(0, 10, {batch});
+    // resnet8's convolutions (nn/models.cpp): stem, three blocks, two 1×1 shortcuts.
+    const std::vector<ConvCall> convs = {
+        {1, 16, 28, 3, 1, 1},  {16, 16, 28, 3, 1, 1}, {16, 16, 28, 3, 1, 1},
+        {16, 32, 28, 3, 2, 1}, {32, 32, 14, 3, 1, 1}, {16, 32, 28, 1, 2, 0},
+        {32, 64, 14, 3, 2, 1}, {64, 64, 7, 3, 1, 1},  {32, 64, 14, 1, 2, 0}};
+    struct Buffers {
+        Tensor in, w, dy;
+        ConvCall c;
+    };
+    std::vector<Buffers> bufs;
+    double flops = 0;
+    for (const ConvCall& c : convs) {
+        const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1;
+        bufs.push_back({randn({batch, c.c, c.h, c.h}), randn({c.o, c.c, c.k, c.k}),
+                        randn({batch, c.o, oh, oh}), c});
+        const double f = 2.0 * double(batch * c.o * oh * oh * c.c * c.k * c.k);
+        flops += f * (c.c == 1 ? 2 : 3);  // the stem's input needs no gradient
+    }
+    auto gemms = [&] {
+        for (const Buffers& b : bufs) {
+            kernels::conv2d(b.in, b.w, {}, {b.c.stride, b.c.stride}, {b.c.pad, b.c.pad});
+            kernels::conv2d_backward(b.dy, b.in, b.w, {b.c.stride, b.c.stride},
+                                     {b.c.pad, b.c.pad}, {1, 1}, 1, {b.c.c != 1, true, false});
+        }
+    };
+    report_pair("resnet8", "batch " + std::to_string(batch), model, x, y, gemms, flops, o,
+                report);
+}
+
+}  // namespace
+
+void run_train(const Options& o, Report& report) {
+    run_mlp(o, report);
+    run_resnet8(o, report);
+}
+
+}  // namespace ember::bench

@@ -1,0 +1,83 @@
+// Finding and checking the Fashion-MNIST files; the samples are then a
+// TensorDataset over the two tensors read_idx returns.
+#include "data/fashion_mnist.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "data/idx.h"
+
+namespace ember::data {
+
+namespace {
+
+constexpr int64_t kSide = 28;
+
+bool is_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// `dir/name` if it exists, else `dir/name.gz`; a clear error when neither does.
+std::string find_file(const std::string& dir, const std::string& name) {
+    const std::string raw = dir + "/" + name, gz = raw + ".gz";
+    if (is_file(raw)) return raw;
+    EMBER_CHECK(is_file(gz), "FashionMNIST: neither ", raw, " nor ", gz,
+                " exists (install Debian's dataset-fashion-mnist package, set EMBER_DATA to "
+                "the folder that holds fashion-mnist/, or pass the root folder)");
+    return gz;
+}
+
+}  // namespace
+
+struct FashionMNIST::Files {
+    Tensor images, labels;
+};
+
+std::string FashionMNIST::default_root() {
+    const char* env = std::getenv("EMBER_DATA");
+    if (env && *env) return std::string(env) + "/fashion-mnist";
+    return "/usr/share/datasets/fashion-mnist";
+}
+
+FashionMNIST::Files FashionMNIST::load(Split split, const std::string& root) {
+    const std::string prefix = split == Split::train ? "train" : "t10k";
+    const std::string ipath = find_file(root, prefix + "-images-idx3-ubyte");
+    const std::string lpath = find_file(root, prefix + "-labels-idx1-ubyte");
+    Tensor images = read_idx(ipath), labels = read_idx(lpath);
+    EMBER_CHECK(images.dtype() == DType::u8 && images.dim() == 3 && images.size(1) == kSide &&
+                    images.size(2) == kSide,
+                "FashionMNIST: ", ipath, " holds ", dtype_name(images.dtype()), " ",
+                shape_str(images.shape()), ", expected u8 [N, 28, 28] images");
+    EMBER_CHECK(labels.dtype() == DType::u8 && labels.dim() == 1, "FashionMNIST: ", lpath,
+                " holds ", dtype_name(labels.dtype()), " ", shape_str(labels.shape()),
+                ", expected u8 [N] labels");
+    EMBER_CHECK(images.size(0) == labels.size(0), "FashionMNIST: ", ipath, " holds ",
+                images.size(0), " images but ", lpath, " holds ", labels.size(0), " labels");
+    const uint8_t* l = labels.data<uint8_t>();
+    for (int64_t i = 0; i < labels.size(0); ++i)
+        EMBER_CHECK(l[i] < kNumClasses, "FashionMNIST: ", lpath, ": label ", int(l[i]),
+                    " of sample ", i, " is not in [0, ", kNumClasses, ")");
+    return {images.unsqueeze(1), labels};
+}
+
+FashionMNIST::FashionMNIST(Split split, const std::string& root)
+    : FashionMNIST(load(split, root.empty() ? default_root() : root),
+                   root.empty() ? default_root() : root) {}
+
+FashionMNIST::FashionMNIST(Files files, std::string root)
+    : TensorDataset(std::move(files.images), std::move(files.labels), {.scale = 1.0 / 255.0}),
+      root_(std::move(root)) {}
+
+const char* FashionMNIST::class_name(int64_t label) {
+    static const char* const names[kNumClasses] = {
+        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+        "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+    EMBER_CHECK(label >= 0 && label < kNumClasses, "FashionMNIST::class_name: label ", label,
+                " is not in [0, ", kNumClasses, ")");
+    return names[label];
+}
+
+}  // namespace ember::data

@@ -1,0 +1,34 @@
+// CPU cross-entropy kernels (declarations); the loops are in kernels/cpu/loss.cpp.
+// Views in, no Tensor.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/view.h"
+
+namespace ember::kernels::cpu {
+
+/// The class count, the smoothing and the ignored target of one cross-entropy call.
+struct CrossEntropyArgs {
+    int64_t classes;
+    double label_smoothing;
+    int64_t ignore_index;
+};
+
+/// The first row i whose target is outside [0, classes) and not ignore_index,
+/// or nothing. target: contiguous i64 [N]. Serial: the fronts call it before
+/// the parallel kernels, which then never see a bad target.
+std::optional<int64_t> cross_entropy_bad_target(const View& target, const CrossEntropyArgs& a);
+
+/// loss and lse [N] (contiguous, the accumulation dtype of logits: f32 or
+/// f64) from logits [N, C] (contiguous, floating) and valid targets.
+void cross_entropy_forward(const View& loss, const View& lse, const View& logits,
+                           const View& target, const CrossEntropyArgs& a);
+
+/// grad_logits [N, C] (contiguous, logits' dtype) from grad_loss and lse [N]
+/// (contiguous, the accumulation dtype), logits and valid targets.
+void cross_entropy_backward(const View& grad_logits, const View& grad_loss, const View& logits,
+                            const View& lse, const View& target, const CrossEntropyArgs& a);
+
+}  // namespace ember::kernels::cpu

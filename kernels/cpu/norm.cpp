@@ -1,0 +1,377 @@
+// CPU batch norm (training, eval, backward) and layer norm (forward, backward).
+//
+// Math:  docs/normalization.md. Statistics in f64, two passes (the mean, then
+//        the squared deviations); elementwise passes in the accumulation type
+//        (f32 for f32/f16/bf16) with per-channel or per-row constants rounded once.
+// Cost:  batch norm forward reads x three times and writes y (4·numel·sizeof(T)
+//        bytes), backward reads x and g twice and writes the gradient; layer
+//        norm reads each row twice from the cache. A few FLOPs per element:
+//        memory-bound. Deterministic: every sum has an order fixed by the shape
+//        (Note [Deterministic channel sums]). Test: tests/kernels/test_norm.cpp.
+#include "kernels/cpu/norm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/loop.h"
+#include "kernels/math.h"
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+using math::cast;
+
+// Element i of a 1-d floating View of any stride, as f64: n values, or n
+// copies of `absent` when the View is absent.
+std::vector<double> read_vector(const View& v, int64_t n, double absent) {
+    std::vector<double> out(size_t(n), absent);
+    if (v.data == nullptr) return out;
+    visit_floating(v.dtype, "norm (internal error)", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        for (int64_t i = 0; i < n; ++i)
+            out[size_t(i)] = double(cast<math::Acc<T>>(v.ptr<const T>()[i * v.strides[0]]));
+    });
+    return out;
+}
+
+// Writes values into a 1-d floating View of any stride (nothing when absent).
+void write_vector(const View& v, const std::vector<double>& values) {
+    if (v.data == nullptr) return;
+    visit_floating(v.dtype, "norm (internal error)", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        for (size_t i = 0; i < values.size(); ++i)
+            v.ptr<T>()[int64_t(i) * v.strides[0]] = cast<T>(values[i]);
+    });
+}
+
+// Whether `work` elements are worth the threads.
+bool go_parallel(int64_t work) {
+    return work >= kParallelGrain && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
+struct Sums {
+    double a = 0, b = 0;
+};
+
+// Note [Deterministic channel sums]
+// A channel's sum over [N, ·, S] is, by definition here, Σ_n (Σ_s term): each
+// (n, c) plane summed on its own, then the planes in order of n. With many
+// channels, threads take whole channels; with few channels (and planes long
+// enough that a buffer of one partial per plane is small), threads take planes
+// and the partials are added per channel afterwards. Both compute exactly the
+// same additions, so the result depends on the shape only, never on the
+// number of threads. The lane order of the plane sums is fixed by the build.
+inline constexpr int64_t kPlaneSplit = 16;
+
+template <class F>
+Sums plane_sum(int64_t base, int64_t c, int64_t S, const F& term) {
+    double a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t s = 0; s < S; ++s) {
+        const Sums t = term(c, base + s);
+        a += t.a;
+        b += t.b;
+    }
+    return {a, b};
+}
+
+// out[c] = Σ_n Σ_s term(c, flat index) over a contiguous [N, C, S].
+template <class F>
+std::vector<Sums> channel_sums(int64_t N, int64_t C, int64_t S, const F& term) {
+    std::vector<Sums> out(static_cast<size_t>(C));
+    const bool par = go_parallel(N * C * S);
+    if (par && S >= kPlaneSplit && C < 4 * omp_get_max_threads()) {
+        std::vector<Sums> part(static_cast<size_t>(N * C));
+#pragma omp parallel for schedule(static)
+        for (int64_t p = 0; p < N * C; ++p) part[size_t(p)] = plane_sum(p * S, p % C, S, term);
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t c = 0; c < C; ++c) {
+                out[size_t(c)].a += part[size_t(n * C + c)].a;
+                out[size_t(c)].b += part[size_t(n * C + c)].b;
+            }
+        return out;
+    }
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t n = 0; n < N; ++n) {
+            const Sums p = plane_sum((n * C + c) * S, c, S, term);
+            out[size_t(c)].a += p.a;
+            out[size_t(c)].b += p.b;
+        }
+    return out;
+}
+
+// Note [Subtracting the mean in f64]
+// Where a group's values nearly coincide, x − mean is far smaller than x, and
+// a mean rounded to f32 would leave few correct digits in it. The forwards
+// subtract the f64 mean in f64, then scale in the accumulation type. (The
+// backwards only have the saved f32 mean; their x̂ carries that rounding, as
+// PyTorch's f32 kernels do.)
+
+// y = (x − shift[c])·scale[c] + bias[c] over [N, C, S] (Note [Subtracting the mean in f64]).
+template <class T>
+void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
+                   const std::vector<double>& shift, const std::vector<double>& scale,
+                   const std::vector<double>& bias) {
+    using A = math::Acc<T>;
+#pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
+    for (int64_t p = 0; p < N * C; ++p) {
+        const size_t c = size_t(p % C);
+        const double m = shift[c];
+        const A k = A(scale[c]), b = A(bias[c]);
+        const T* xp = x + p * S;
+        T* yp = y + p * S;
+#pragma omp simd
+        for (int64_t s = 0; s < S; ++s) yp[s] = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
+    }
+}
+
+template <class T>
+void bn_forward_impl(const View& out, const View& save_mean, const View& save_invstd,
+                     const View& xv, const View& weight, const View& bias, const View& running_mean,
+                     const View& running_var, double momentum, double eps) {
+    using A = math::Acc<T>;
+    const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
+    const T* x = xv.ptr<const T>();
+    const double n = double(N * S);
+    std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C)),
+        invstd(static_cast<size_t>(C));
+    const std::vector<Sums> s1 = channel_sums(N, C, S, [x](int64_t, int64_t i) {
+        return Sums{double(cast<A>(x[i])), 0};
+    });
+    for (int64_t c = 0; c < C; ++c) mean[size_t(c)] = s1[size_t(c)].a / n;
+    const double* mp = mean.data();
+    const std::vector<Sums> s2 = channel_sums(N, C, S, [x, mp](int64_t c, int64_t i) {
+        const double d = double(cast<A>(x[i])) - mp[c];
+        return Sums{d * d, 0};
+    });
+    for (size_t c = 0; c < size_t(C); ++c) {
+        var[c] = s2[c].a / n;
+        invstd[c] = 1 / std::sqrt(var[c] + eps);
+        save_mean.ptr<A>()[c] = A(mean[c]);
+        save_invstd.ptr<A>()[c] = A(invstd[c]);
+    }
+    if (running_mean.data != nullptr) {
+        std::vector<double> rm = read_vector(running_mean, C, 0),
+                            rv = read_vector(running_var, C, 0);
+        for (size_t c = 0; c < size_t(C); ++c) {
+            rm[c] = (1 - momentum) * rm[c] + momentum * mean[c];
+            rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * n / (n - 1);
+        }
+        write_vector(running_mean, rm);
+        write_vector(running_var, rv);
+    }
+    std::vector<double> scale = read_vector(weight, C, 1);
+    for (size_t c = 0; c < size_t(C); ++c) scale[c] *= invstd[c];
+    affine_planes(out.ptr<T>(), x, N, C, S, mean, scale, read_vector(bias, C, 0));
+}
+
+template <class T>
+void bn_backward_impl(const View& grad_input, const View& grad_weight, const View& grad_bias,
+                      const View& gv, const View& xv, const View& weight, const View& save_mean,
+                      const View& save_invstd) {
+    using A = math::Acc<T>;
+    const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
+    const T* x = xv.ptr<const T>();
+    const T* g = gv.ptr<const T>();
+    const std::vector<double> mean = read_vector(save_mean, C, 0),
+                              invstd = read_vector(save_invstd, C, 0);
+    const double* mp = mean.data();
+    // a: Σ g, b: Σ g·(x − mean); Σ g·x̂ = invstd·b.
+    const std::vector<Sums> s = channel_sums(N, C, S, [x, g, mp](int64_t c, int64_t i) {
+        const double gi = double(cast<A>(g[i]));
+        return Sums{gi, gi * (double(cast<A>(x[i])) - mp[c])};
+    });
+    std::vector<double> gw(static_cast<size_t>(C)), gb(static_cast<size_t>(C));
+    for (size_t c = 0; c < size_t(C); ++c) gw[c] = invstd[c] * s[c].b, gb[c] = s[c].a;
+    write_vector(grad_weight, gw);
+    write_vector(grad_bias, gb);
+    if (grad_input.data == nullptr) return;
+    // grad = k·g + k0 + k1·(x − mean) with per-channel constants, k = w·invstd.
+    const double n = double(N * S);
+    const std::vector<double> w = read_vector(weight, C, 1);
+    std::vector<A> k(static_cast<size_t>(C)), k0(static_cast<size_t>(C)),
+        k1(static_cast<size_t>(C)), m(static_cast<size_t>(C));
+    for (size_t c = 0; c < size_t(C); ++c) {
+        const double kc = w[c] * invstd[c];
+        k[c] = A(kc);
+        k0[c] = A(-kc * s[c].a / n);
+        k1[c] = A(-kc * invstd[c] * invstd[c] * s[c].b / n);
+        m[c] = A(mean[c]);
+    }
+    T* gx = grad_input.ptr<T>();
+#pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
+    for (int64_t p = 0; p < N * C; ++p) {
+        const size_t c = size_t(p % C);
+#pragma omp simd
+        for (int64_t i = p * S; i < (p + 1) * S; ++i)
+            gx[i] = cast<T>(k[c] * cast<A>(g[i]) + k0[c] + k1[c] * (cast<A>(x[i]) - m[c]));
+    }
+}
+
+template <class T>
+void ln_forward_impl(const View& out, const View& mean, const View& rstd, const View& xv,
+                     const View& weight, const View& bias, double eps) {
+    using A = math::Acc<T>;
+    const int64_t R = xv.shape[0], M = xv.shape[1];
+    const std::vector<double> wd = read_vector(weight, M, 1), bd = read_vector(bias, M, 0);
+    const std::vector<A> w(wd.begin(), wd.end()), b(bd.begin(), bd.end());
+    const T* x = xv.ptr<const T>();
+    T* y = out.ptr<T>();
+#pragma omp parallel for schedule(static) if (go_parallel(R * M))
+    for (int64_t r = 0; r < R; ++r) {
+        const T* xr = x + r * M;
+        T* yr = y + r * M;
+        double s = 0, q = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < M; ++i) s += double(cast<A>(xr[i]));
+        const double mu = s / double(M);  // NaN for an empty row
+#pragma omp simd reduction(+ : q)
+        for (int64_t i = 0; i < M; ++i) {
+            const double d = double(cast<A>(xr[i])) - mu;
+            q += d * d;
+        }
+        const double rs = 1 / std::sqrt(q / double(M) + eps);
+        mean.ptr<A>()[r] = A(mu);
+        rstd.ptr<A>()[r] = A(rs);
+        const A k = A(rs);
+#pragma omp simd
+        for (int64_t i = 0; i < M; ++i) {  // Note [Subtracting the mean in f64]
+            const A d = A(double(cast<A>(xr[i])) - mu);
+            yr[size_t(i)] = cast<T>(d * k * w[size_t(i)] + b[size_t(i)]);
+        }
+    }
+}
+
+// Rows per partial of the weight and bias gradients (a constant, so the
+// column sums group the same way for any number of threads).
+inline constexpr int64_t kRowBlock = 256;
+inline constexpr int64_t kColumns = 256;  // columns per task
+
+template <class T>
+void ln_backward_impl(const View& grad_input, const View& grad_weight, const View& grad_bias,
+                      const View& gv, const View& xv, const View& weight, const View& meanv,
+                      const View& rstdv) {
+    using A = math::Acc<T>;
+    const int64_t R = xv.shape[0], M = xv.shape[1];
+    const T* x = xv.ptr<const T>();
+    const T* g = gv.ptr<const T>();
+    const A* mu = meanv.ptr<const A>();
+    const A* rs = rstdv.ptr<const A>();
+    if (grad_input.data != nullptr) {
+        const std::vector<double> wd = read_vector(weight, M, 1);
+        const std::vector<A> w(wd.begin(), wd.end());
+        T* gx = grad_input.ptr<T>();
+#pragma omp parallel for schedule(static) if (go_parallel(R * M))
+        for (int64_t r = 0; r < R; ++r) {
+            const T *xr = x + r * M, *gr = g + r * M;
+            const A m = mu[r], k = rs[r];
+            double sh = 0, shx = 0;  // Σ h and Σ h·x̂, h = g·w
+#pragma omp simd reduction(+ : sh, shx)
+            for (int64_t i = 0; i < M; ++i) {
+                const double h = double(cast<A>(gr[i])) * double(w[size_t(i)]);
+                sh += h;
+                shx += h * (double(cast<A>(xr[i])) - double(m)) * double(k);
+            }
+            const A c1 = A(sh / double(M)), c2 = A(shx / double(M));
+#pragma omp simd
+            for (int64_t i = 0; i < M; ++i) {
+                const A h = cast<A>(gr[i]) * w[size_t(i)], xhat = (cast<A>(xr[i]) - m) * k;
+                gx[r * M + i] = cast<T>(k * (h - c1 - xhat * c2));
+            }
+        }
+    }
+    if (grad_weight.data == nullptr && grad_bias.data == nullptr) return;
+    // Column sums: a partial per block of kRowBlock rows, then the blocks in order.
+    const int64_t blocks = (R + kRowBlock - 1) / kRowBlock, strips = (M + kColumns - 1) / kColumns;
+    std::vector<Sums> part(static_cast<size_t>(blocks * M));
+#pragma omp parallel for schedule(static) if (go_parallel(R * M))
+    for (int64_t t = 0; t < blocks * strips; ++t) {
+        const int64_t blk = t / strips, j0 = (t % strips) * kColumns;
+        const int64_t j1 = std::min(M, j0 + kColumns);
+        Sums* acc = part.data() + blk * M;
+        for (int64_t r = blk * kRowBlock; r < std::min(R, (blk + 1) * kRowBlock); ++r) {
+            const double m = double(mu[r]), k = double(rs[r]);
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+                const double gi = double(cast<A>(g[r * M + j]));
+                acc[j].a += gi;
+                acc[j].b += gi * (double(cast<A>(x[r * M + j])) - m) * k;
+            }
+        }
+    }
+    std::vector<double> gw(static_cast<size_t>(M)), gb(static_cast<size_t>(M));
+    for (int64_t blk = 0; blk < blocks; ++blk)
+        for (int64_t j = 0; j < M; ++j) {
+            gb[size_t(j)] += part[size_t(blk * M + j)].a;
+            gw[size_t(j)] += part[size_t(blk * M + j)].b;
+        }
+    write_vector(grad_weight, gw);
+    write_vector(grad_bias, gb);
+}
+
+}  // namespace
+
+void batch_norm_forward(const View& out, const View& save_mean, const View& save_invstd,
+                        const View& x, const View& weight, const View& bias,
+                        const View& running_mean, const View& running_var, double momentum,
+                        double eps) {
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous() &&
+                          out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
+    visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
+        bn_forward_impl<typename decltype(tag)::type>(out, save_mean, save_invstd, x, weight, bias,
+                                                      running_mean, running_var, momentum, eps);
+    });
+}
+
+void batch_norm_inference(const View& out, const View& x, const View& weight, const View& bias,
+                          const View& running_mean, const View& running_var, double eps) {
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous());
+    const int64_t C = x.shape[1];
+    const std::vector<double> mean = read_vector(running_mean, C, 0);
+    std::vector<double> scale = read_vector(weight, C, 1);
+    const std::vector<double> var = read_vector(running_var, C, 1);
+    for (size_t c = 0; c < size_t(C); ++c) scale[c] /= std::sqrt(var[c] + eps);
+    const std::vector<double> b = read_vector(bias, C, 0);
+    visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        affine_planes(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean, scale, b);
+    });
+}
+
+void batch_norm_backward(const View& grad_input, const View& grad_weight, const View& grad_bias,
+                         const View& grad_y, const View& x, const View& weight,
+                         const View& save_mean, const View& save_invstd) {
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && grad_y.is_contiguous() &&
+                          grad_y.dtype == x.dtype);
+    visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
+        bn_backward_impl<typename decltype(tag)::type>(grad_input, grad_weight, grad_bias, grad_y,
+                                                       x, weight, save_mean, save_invstd);
+    });
+}
+
+void layer_norm_forward(const View& out, const View& mean, const View& rstd, const View& x,
+                        const View& weight, const View& bias, double eps) {
+    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && out.is_contiguous() &&
+                          mean.is_contiguous() && rstd.is_contiguous());
+    visit_floating(x.dtype, "layer_norm_forward", [&](auto tag) {
+        ln_forward_impl<typename decltype(tag)::type>(out, mean, rstd, x, weight, bias, eps);
+    });
+}
+
+void layer_norm_backward(const View& grad_input, const View& grad_weight, const View& grad_bias,
+                         const View& grad_y, const View& x, const View& weight, const View& mean,
+                         const View& rstd) {
+    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && grad_y.is_contiguous() &&
+                          grad_y.dtype == x.dtype && mean.is_contiguous() && rstd.is_contiguous());
+    visit_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
+        ln_backward_impl<typename decltype(tag)::type>(grad_input, grad_weight, grad_bias, grad_y,
+                                                       x, weight, mean, rstd);
+    });
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,291 @@
+// Front for batch norm and layer norm: argument checks with the shapes in the
+// message, x brought to a contiguous [N, C, S] or [R, M], allocation of the
+// outputs and saved statistics, and the switch on the device. Kernels:
+// kernels/cpu/norm.cpp.
+#include "kernels/norm.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/norm.h"
+#include "kernels/front.h"
+
+namespace ember::kernels {
+
+namespace {
+
+// Saved statistics of half-precision inputs are f32, as PyTorch keeps them.
+DType acc_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
+
+View optional_view(const Tensor& t, const char* op) {
+    return t.defined() ? view_of(t, op) : View{};
+}
+
+// The product of s[from:], saturating at the int64 maximum (0 if a size is 0):
+// the sizes of an empty tensor may multiply past int64.
+int64_t product(const Shape& s, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i)
+        if (s[i] == 0) return 0;
+    int64_t n = 1;
+    for (size_t i = from; i < to; ++i)
+        if (__builtin_mul_overflow(n, s[i], &n)) return std::numeric_limits<int64_t>::max();
+    return n;
+}
+
+void check_input(const char* op, const Tensor& x) {
+    EMBER_CHECK(x.defined(), op, ": undefined input");
+    check_floating(x, op);
+}
+
+void check_eps(const char* op, double eps) {
+    EMBER_CHECK(eps > 0 && std::isfinite(eps), op, ": eps must be > 0, got ", eps);
+}
+
+// An optional per-channel (or per-element) parameter: absent, or floating of
+// exactly `shape` on x's device.
+void check_param(const char* op, const char* what, const Tensor& t, const Tensor& x,
+                 const Shape& shape) {
+    if (!t.defined()) return;
+    check_same_device({&x, &t}, op);
+    EMBER_CHECK(is_floating(t.dtype()) && t.shape() == shape, op, ": expected ", what, " of shape ",
+                shape_str(shape), " (floating) for input ", describe(x), ", got ", describe(t));
+}
+
+// A saved statistic from the forward: the statistics dtype and `shape`.
+void check_saved(const char* op, const char* what, const Tensor& t, const Tensor& x,
+                 const Shape& shape) {
+    const DType acc = acc_dtype(x.dtype());
+    EMBER_CHECK(t.defined() && t.dtype() == acc && t.shape() == shape, op, ": expected ", what, " ",
+                dtype_name(acc), " ", shape_str(shape), " (the forward's) for input ", describe(x),
+                ", got ", describe(t));
+    check_same_device({&x, &t}, op);
+}
+
+void check_grad(const char* op, const Tensor& grad_y, const Tensor& x) {
+    EMBER_CHECK(grad_y.defined() && grad_y.shape() == x.shape() && grad_y.dtype() == x.dtype(), op,
+                ": grad_y ", describe(grad_y), " must have the shape and dtype of input ",
+                describe(x));
+    check_same_device({&x, &grad_y}, op);
+}
+
+// Batch norm's x as [N, C, S]: the checks shared by the three entry points.
+int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias) {
+    check_input(op, x);
+    EMBER_CHECK(x.dim() >= 2, op, ": expected input [N, C, *], got ", describe(x));
+    const int64_t C = x.size(1);
+    check_param(op, "weight", weight, x, {C});
+    check_param(op, "bias", bias, x, {C});
+    return C;
+}
+
+// A contiguous x seen as [N, C, S] (x non-empty).
+View ncs_view(const Tensor& xc, const char* op) {
+    const Shape& s = xc.shape();
+    return view_of(xc.reshape({s[0], s[1], product(s, 2, s.size())}), op);
+}
+
+// A gradient for a parameter: its shape, and its dtype (or the statistics dtype).
+Tensor param_grad(bool need, const Tensor& param, const Shape& shape, const Tensor& x) {
+    if (!need) return Tensor();
+    return empty(shape, like(x, param.defined() ? param.dtype() : acc_dtype(x.dtype())));
+}
+
+}  // namespace
+
+BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    double momentum, double eps) {
+    const char* op = "batch_norm_forward";
+    const int64_t C = check_batch_input(op, x, weight, bias);
+    check_param(op, "running_mean", running_mean, x, {C});
+    check_param(op, "running_var", running_var, x, {C});
+    EMBER_CHECK(running_mean.defined() == running_var.defined(), op,
+                ": running_mean and running_var must be given together, got ",
+                describe(running_mean), " and ", describe(running_var));
+    check_eps(op, eps);
+    EMBER_CHECK(momentum >= 0 && momentum <= 1, op, ": momentum must be in [0, 1], got ", momentum);
+    Shape counted = x.shape();  // the values per channel: every dim but C
+    counted.erase(counted.begin() + 1);
+    const int64_t n = product(counted, 0, counted.size());
+    EMBER_CHECK(n >= 2, op, ": expected more than 1 value per channel when training, got input ",
+                describe(x));
+    const TensorOptions stats = like(x, acc_dtype(x.dtype()));
+    BatchNormForward r{empty(x.shape(), like(x)), empty({C}, stats), empty({C}, stats)};
+    if (C == 0) return r;
+    switch (x.device().type) {
+        case DeviceType::cpu: {
+            // perf: a strided input is copied first; the kernel reads contiguous planes.
+            const Tensor xc = x.contiguous();
+            cpu::batch_norm_forward(
+                ncs_view(r.output, op), view_of(r.save_mean, op), view_of(r.save_invstd, op),
+                ncs_view(xc, op), optional_view(weight, op), optional_view(bias, op),
+                optional_view(running_mean, op), optional_view(running_var, op), momentum, eps);
+            if (running_mean.defined()) {
+                running_mean.storage()->bump_version();
+                running_var.storage()->bump_version();
+            }
+            return r;
+        }
+        case DeviceType::cuda:
+            // cuda::batch_norm_forward goes here (a two-pass per-channel reduction).
+            break;
+    }
+    unsupported_device(op, x.device());
+}
+
+Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& running_mean, const Tensor& running_var, double eps) {
+    const char* op = "batch_norm_inference";
+    const int64_t C = check_batch_input(op, x, weight, bias);
+    EMBER_CHECK(running_mean.defined() && running_var.defined(), op,
+                ": eval mode needs running_mean and running_var, got ", describe(running_mean),
+                " and ", describe(running_var));
+    check_param(op, "running_mean", running_mean, x, {C});
+    check_param(op, "running_var", running_var, x, {C});
+    check_eps(op, eps);
+    Tensor out = empty(x.shape(), like(x));
+    if (out.numel() == 0) return out;
+    switch (x.device().type) {
+        case DeviceType::cpu: {
+            const Tensor xc = x.contiguous();  // perf: strided input copied first
+            cpu::batch_norm_inference(ncs_view(out, op), ncs_view(xc, op),
+                                      optional_view(weight, op), optional_view(bias, op),
+                                      view_of(running_mean, op), view_of(running_var, op), eps);
+            return out;
+        }
+        case DeviceType::cuda:
+            // cuda::batch_norm_inference goes here (an elementwise affine per channel).
+            break;
+    }
+    unsupported_device(op, x.device());
+}
+
+NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd,
+                              std::array<bool, 3> need) {
+    const char* op = "batch_norm_backward";
+    const int64_t C = check_batch_input(op, x, weight, Tensor());
+    check_grad(op, grad_y, x);
+    check_saved(op, "save_mean", save_mean, x, {C});
+    check_saved(op, "save_invstd", save_invstd, x, {C});
+    NormGrads r{need[0] ? empty(x.shape(), like(x)) : Tensor(), param_grad(need[1], weight, {C}, x),
+                param_grad(need[2], weight, {C}, x)};
+    if (x.numel() == 0) {  // no values: Σ g and Σ g·x̂ are 0
+        if (r.weight.defined()) r.weight.fill_(0);
+        if (r.bias.defined()) r.bias.fill_(0);
+        return r;
+    }
+    switch (x.device().type) {
+        case DeviceType::cpu: {
+            // perf: strided inputs are copied first.
+            const Tensor xc = x.contiguous(), gc = grad_y.contiguous();
+            cpu::batch_norm_backward(r.input.defined() ? ncs_view(r.input, op) : View{},
+                                     optional_view(r.weight, op), optional_view(r.bias, op),
+                                     ncs_view(gc, op), ncs_view(xc, op), optional_view(weight, op),
+                                     view_of(save_mean, op), view_of(save_invstd, op));
+            return r;
+        }
+        case DeviceType::cuda:
+            // cuda::batch_norm_backward goes here.
+            break;
+    }
+    unsupported_device(op, x.device());
+}
+
+namespace {
+
+// Checks normalized_shape against x; returns the split point (the first normalized dim).
+size_t check_layer_input(const char* op, const Tensor& x, const Shape& normalized_shape,
+                         const Tensor& weight, const Tensor& bias) {
+    check_input(op, x);
+    const size_t k = normalized_shape.size();
+    EMBER_CHECK(k >= 1 && int64_t(k) <= x.dim() &&
+                    Shape(x.shape().end() - int64_t(k), x.shape().end()) == normalized_shape,
+                op, ": normalized_shape ", shape_str(normalized_shape),
+                " must be non-empty and equal the trailing dims of input ", describe(x));
+    check_param(op, "weight", weight, x, normalized_shape);
+    check_param(op, "bias", bias, x, normalized_shape);
+    return x.shape().size() - k;
+}
+
+// mean and rstd's shape: x's with the normalized dims set to 1.
+Shape stats_shape(const Tensor& x, size_t axis) {
+    Shape s = x.shape();
+    for (size_t i = axis; i < s.size(); ++i) s[i] = 1;
+    return s;
+}
+
+// A parameter of normalized_shape as a 1-d View of its M elements.
+View flat_param(const Tensor& t, int64_t m, const char* op) {
+    return t.defined() ? view_of(t.contiguous().reshape({m}), op) : View{};
+}
+
+}  // namespace
+
+LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
+                                    const Tensor& weight, const Tensor& bias, double eps) {
+    const char* op = "layer_norm_forward";
+    const size_t axis = check_layer_input(op, x, normalized_shape, weight, bias);
+    check_eps(op, eps);
+    const TensorOptions stats = like(x, acc_dtype(x.dtype()));
+    LayerNormForward r{empty(x.shape(), like(x)), empty(stats_shape(x, axis), stats),
+                       empty(stats_shape(x, axis), stats)};
+    if (x.numel() == 0) {  // the mean of no values is NaN (none at all when R = 0)
+        r.mean.fill_(NAN);
+        r.rstd.fill_(NAN);
+        return r;
+    }
+    const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
+    switch (x.device().type) {
+        case DeviceType::cpu: {
+            const Tensor xc = x.contiguous();  // perf: strided input copied first
+            cpu::layer_norm_forward(view_of(r.output.view({R, M}), op), view_of(r.mean, op),
+                                    view_of(r.rstd, op), view_of(xc.view({R, M}), op),
+                                    flat_param(weight, M, op), flat_param(bias, M, op), eps);
+            return r;
+        }
+        case DeviceType::cuda:
+            // cuda::layer_norm_forward goes here (one warp or block per row).
+            break;
+    }
+    unsupported_device(op, x.device());
+}
+
+NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape& normalized_shape,
+                              const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                              std::array<bool, 3> need) {
+    const char* op = "layer_norm_backward";
+    const size_t axis = check_layer_input(op, x, normalized_shape, weight, Tensor());
+    check_grad(op, grad_y, x);
+    check_saved(op, "mean", mean, x, stats_shape(x, axis));
+    check_saved(op, "rstd", rstd, x, stats_shape(x, axis));
+    NormGrads r{need[0] ? empty(x.shape(), like(x)) : Tensor(),
+                param_grad(need[1], weight, normalized_shape, x),
+                param_grad(need[2], weight, normalized_shape, x)};
+    if (x.numel() == 0) {
+        if (r.weight.defined()) r.weight.fill_(0);
+        if (r.bias.defined()) r.bias.fill_(0);
+        return r;
+    }
+    const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
+    switch (x.device().type) {
+        case DeviceType::cpu: {
+            // perf: strided inputs are copied first.
+            const Tensor xc = x.contiguous(), gc = grad_y.contiguous();
+            const Tensor m = mean.contiguous(), s = rstd.contiguous();
+            cpu::layer_norm_backward(r.input.defined() ? view_of(r.input.view({R, M}), op) : View{},
+                                     r.weight.defined() ? view_of(r.weight.view({M}), op) : View{},
+                                     r.bias.defined() ? view_of(r.bias.view({M}), op) : View{},
+                                     view_of(gc.view({R, M}), op), view_of(xc.view({R, M}), op),
+                                     flat_param(weight, M, op), view_of(m, op), view_of(s, op));
+            return r;
+        }
+        case DeviceType::cuda:
+            // cuda::layer_norm_backward goes here.
+            break;
+    }
+    unsupported_device(op, x.device());
+}
+
+}  // namespace ember::kernels

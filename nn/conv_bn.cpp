@@ -1,0 +1,105 @@
+// ConvBN blocks, the conv-bias check and BatchNorm folding.
+#include "nn/conv_bn.h"
+
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+#include "kernels/factories.h"
+
+namespace ember::nn {
+
+namespace k = kernels;
+
+namespace {
+
+// Folds bn's eval-mode affine map into conv's weight and bias.
+void fold_into(Conv2d& conv, const BatchNorm2d& bn) {
+    EMBER_CHECK(bn.running_mean.defined(), "fold_batchnorm: a BatchNorm2d without running "
+                "statistics (track_running_stats = false) cannot be folded");
+    NoGradGuard no_grad;
+    const Tensor w = conv.weight.detach();
+    Tensor s = k::rsqrt(k::add(bn.running_var, bn.options().eps));  // 1/√(var + eps)
+    if (bn.weight.defined()) s = k::mul(s, bn.weight.detach());
+    const int64_t out = w.size(0);
+    const Tensor s_col = views::reshape(s.to(w.dtype()), {out, 1, 1, 1});
+    const Tensor b = conv.bias.defined() ? conv.bias.detach() : zeros({out}, {w.dtype(), w.device()});
+    Tensor new_b = k::mul(k::sub(b, bn.running_mean.to(w.dtype())), s.to(w.dtype()));
+    if (bn.bias.defined()) new_b = k::add(new_b, bn.bias.detach().to(w.dtype()));
+    conv.weight.detach().copy_(k::mul(w, s_col));
+    conv.set_bias(new_b);
+}
+
+}  // namespace
+
+ConvBN::ConvBN(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions c,
+               BatchNormOptions b, bool relu)
+    : relu_(relu) {
+    c.bias = false;  // the point of the block
+    conv = register_module("conv", Conv2d(in_channels, out_channels, kernel_size, c));
+    bn = register_module("bn", BatchNorm2d(out_channels, b));
+}
+
+Tensor ConvBN::forward(const Tensor& x) {
+    Tensor h = conv->forward(x);
+    if (bn) h = bn->forward(h);
+    return relu_ ? relu(h) : h;
+}
+
+bool ConvBN::fold() {
+    if (!bn) return false;
+    fold_into(*conv, *bn);
+    replace_child(1, std::make_shared<Identity>());
+    bn = nullptr;
+    return true;
+}
+
+std::string conv_bias_before_batchnorm_warning(const Module& prev, const Module& next,
+                                               const std::string& prev_name,
+                                               const std::string& next_name) {
+    const auto* conv = dynamic_cast<const Conv2d*>(&prev);
+    if (!conv || !conv->bias.defined() || !dynamic_cast<const BatchNorm2d*>(&next)) return "";
+    return str("Conv2d '", prev_name, "' has a bias but feeds BatchNorm2d '", next_name,
+               "', which cancels it: build the conv with .bias = false (or use nn::ConvBN); "
+               "the bias costs memory and time for nothing");
+}
+
+std::vector<std::string> find_conv_bias_before_batchnorm(Module& model) {
+    std::vector<std::string> found;
+    for (auto& [name, m] : model.named_modules()) {
+        if (!dynamic_cast<Sequential*>(m)) continue;
+        const auto& kids = m->named_children();
+        for (size_t i = 1; i < kids.size(); ++i) {
+            const std::string base = name.empty() ? "" : name + ".";
+            std::string w = conv_bias_before_batchnorm_warning(
+                *kids[i - 1].second, *kids[i].second, base + kids[i - 1].first,
+                base + kids[i].first);
+            if (!w.empty()) found.push_back(std::move(w));
+        }
+    }
+    return found;
+}
+
+int fold_batchnorm(Module& model) {
+    // Find the containers first: folding destroys BatchNorm2d modules that a
+    // walk over named_modules() would still point to.
+    std::vector<ConvBN*> blocks;
+    std::vector<Sequential*> seqs;
+    for (auto& [name, m] : model.named_modules()) {
+        if (auto* block = dynamic_cast<ConvBN*>(m)) blocks.push_back(block);
+        if (auto* seq = dynamic_cast<Sequential*>(m)) seqs.push_back(seq);
+    }
+    int folded = 0;
+    for (ConvBN* block : blocks) folded += block->fold() ? 1 : 0;
+    for (Sequential* seq : seqs) {
+        for (size_t i = 1; i < seq->size(); ++i) {
+            auto* conv = dynamic_cast<Conv2d*>((*seq)[i - 1].get());
+            auto* bn = dynamic_cast<BatchNorm2d*>((*seq)[i].get());
+            if (!conv || !bn) continue;
+            fold_into(*conv, *bn);
+            seq->replace(i, std::make_shared<Identity>());
+            ++folded;
+        }
+    }
+    return folded;
+}
+
+}  // namespace ember::nn

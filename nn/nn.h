@@ -1,0 +1,11 @@
+// The nn API in one include: Module, layers, init, ConvBN, reference models,
+// weight files.
+#pragma once
+
+#include "nn/conv_bn.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/models.h"
+#include "nn/module.h"
+#include "nn/safetensors.h"
+#include "nn/serialize.h"
