@@ -67,6 +67,13 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 
 namespace {
 
+// True when `g` is a dense tensor that nobody but the caller's one handle
+// (and this one) refers to: storing it cannot alias anything.
+bool owned_dense(const Tensor& g) {
+    return g.shared_impl().use_count() <= 2 && g.storage().use_count() == 1 && g.offset() == 0 &&
+           g.is_contiguous() && g.storage()->nbytes() == size_t(g.numel() * g.element_size());
+}
+
 // The accumulate node of a leaf, shared by every graph that uses the leaf
 // while one exists (the meta holds it weakly, so no cycle).
 std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
@@ -87,8 +94,13 @@ std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
         for (const GradHook& hook : m->hooks)
             if (Tensor r = hook(g); r.defined()) g = r;
         // Out of place: a gradient the user holds (or another leaf was given)
-        // is never changed behind their back.
-        m->grad = m->grad.defined() ? kernels::add(m->grad, g) : g.clone();
+        // is never changed behind their back. The first gradient is taken as
+        // is when nothing else can see it (the engine holds the only handle to
+        // a dense tensor with its own storage), else copied.
+        if (m->grad.defined())
+            m->grad = kernels::add(m->grad, g);
+        else
+            m->grad = owned_dense(g) ? g : g.clone();
         if (!m->post_accumulate_hooks.empty()) {
             if (auto impl = m->self.lock()) {
                 const Tensor leaf_again(impl);

@@ -76,6 +76,10 @@ struct LoaderShared;  // the ring and the epoch state, shared with workers and h
 /// batches alive stalls the workers, and its next() throws rather than wait forever.
 class Loader {
   public:
+    /// Batches of `dataset` (kept alive while the loader or any batch is),
+    /// with `transforms` applied per sample. Allocates the staging ring and
+    /// starts the workers; throws ember::Error for bad options or transforms
+    /// that do not fit the samples.
     Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options = {},
            Compose transforms = {});
     /// Stops and joins the workers, also mid-epoch. Batches still held stay valid.

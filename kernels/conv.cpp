@@ -16,7 +16,7 @@ std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
 // t as a contiguous tensor of dtype ct (undefined stays undefined).
 Tensor dense(const Tensor& t, DType ct) {
     if (!t.defined()) return t;
-    return t.dtype() == ct ? t.contiguous() : cast(t, ct);
+    return t.dtype() == ct ? contiguous(t) : cast(t, ct);
 }
 
 // Checks the window and sizes of a conv2d (as `op`) of a 4-d input and
@@ -83,8 +83,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
     EMBER_CHECK(input.dim() == 3 || input.dim() == 4,
                 "conv2d: expected input [N, C, H, W] or [C, H, W], got ", describe(input));
     if (input.dim() == 3)
-        return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups)
-            .squeeze(0);
+        return views::squeeze(
+            conv2d(views::unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups), 0);
     EMBER_CHECK(weight.dim() == 4, "conv2d: expected weight [O, C/groups, kH, kW], got ",
                 describe(weight));
     check_floating(input, "conv2d");
@@ -133,14 +133,14 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
                 " and weight ", describe(weight), " must have one dtype");
     // An unbatched input is a batch of one; its grad_output has no batch dim either.
     const bool unbatched = input.dim() == 3;
-    const Tensor x = unbatched ? input.unsqueeze(0) : input;
+    const Tensor x = unbatched ? views::unsqueeze(input, 0) : input;
     const cpu::Conv2dShape s = conv2d_shape(x, weight, stride, padding, dilation, groups, op);
     Shape want = {s.n, s.o, s.oh, s.ow};
     if (unbatched) want.erase(want.begin());
     EMBER_CHECK(grad_output.shape() == want, op, ": grad_output ", describe(grad_output),
                 " does not match the conv2d output shape ", shape_str(want), " of input ",
                 describe(input), " and weight ", describe(weight));
-    const Tensor dy = unbatched ? grad_output.unsqueeze(0) : grad_output;
+    const Tensor dy = unbatched ? views::unsqueeze(grad_output, 0) : grad_output;
 
     const DType dt = input.dtype();
     const DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
@@ -169,7 +169,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);
-    if (unbatched && g.input.defined()) g.input = g.input.squeeze(0);
+    if (unbatched && g.input.defined()) g.input = views::squeeze(g.input, 0);
     return g;
 }
 

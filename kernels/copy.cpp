@@ -90,4 +90,8 @@ Tensor cast(const Tensor& src, DType dtype) {
     return out;
 }
 
+Tensor clone(const Tensor& src) { return cast(src, src.dtype()); }
+
+Tensor contiguous(const Tensor& src) { return src.is_contiguous() ? src : clone(src); }
+
 }  // namespace ember::kernels

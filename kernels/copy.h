@@ -12,5 +12,13 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 void fill(const Tensor& dst, double value);
 /// A new tensor with src's values converted to `dtype` (contiguous, same device).
 Tensor cast(const Tensor& src, DType dtype);
+/// A contiguous copy of src with its own storage.
+Tensor clone(const Tensor& src);
+/// src itself when contiguous, else clone(src).
+Tensor contiguous(const Tensor& src);
+
+// Kernel code uses these and views:: (core/tensor.h) rather than Tensor's
+// methods, which record for autograd: a front called by a differentiable op
+// must not record its internal reshapes and copies a second time.
 
 }  // namespace ember::kernels

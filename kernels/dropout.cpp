@@ -1,6 +1,7 @@
 // Front for dropout: checks (p, dtypes, the mask's shape), outputs, and the
 // switch on the device. Kernels: kernels/cpu/dropout.cpp.
 #include "kernels/dropout.h"
+#include "kernels/copy.h"
 
 #include "kernels/cpu/dropout.h"
 #include "kernels/front.h"
@@ -30,7 +31,7 @@ DropoutForward dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_
     if (x.numel() == 0) return r;
     switch (x.device().type) {
         case DeviceType::cpu: {
-            const Tensor xc = x.contiguous();  // perf: a strided input is copied first
+            const Tensor xc = contiguous(x);  // perf: a strided input is copied first
             cpu::dropout_forward(view_of(r.output, op), view_of(r.mask, op), view_of(xc, op), p,
                                  seed, first_block);
             return r;
@@ -57,7 +58,7 @@ Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
     switch (grad_y.device().type) {
         case DeviceType::cpu: {
             // perf: strided inputs are copied first.
-            const Tensor g = grad_y.contiguous(), m = mask.contiguous();
+            const Tensor g = contiguous(grad_y), m = contiguous(mask);
             cpu::dropout_backward(view_of(out, op), view_of(g, op), view_of(m, op), p);
             return out;
         }

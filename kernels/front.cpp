@@ -1,5 +1,6 @@
 // Shared checks and conversions for the front functions.
 #include "kernels/front.h"
+#include "kernels/copy.h"
 
 #include <algorithm>
 
@@ -22,7 +23,7 @@ View view_of(const Tensor& t, const char* op) {
 
 View broadcast_view(const Tensor& t, const Shape& shape, const char* op) {
     if (t.shape() == shape) return view_of(t, op);
-    return view_of(t.expand(shape), op);
+    return view_of(views::expand(t, shape), op);
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -67,7 +68,7 @@ bool overlaps_differently(const Tensor& a, const Tensor& b) {
 }
 
 Tensor unaliased(const Tensor& t, const Tensor& dst) {
-    return overlaps_differently(dst, t) ? t.clone() : t;
+    return overlaps_differently(dst, t) ? clone(t) : t;
 }
 
 void unsupported_device(const char* op, Device d) {

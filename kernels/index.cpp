@@ -2,6 +2,7 @@
 // stride-0 views that turn index_select and embedding into one gather kernel
 // and index_add into a scatter_add. Kernels: kernels/cpu/index.cpp.
 #include "kernels/index.h"
+#include "kernels/copy.h"
 
 #include <optional>
 
@@ -175,7 +176,7 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-    return scatter_add_(self.clone(), dim, index, src);
+    return scatter_add_(clone(self), dim, index, src);
 }
 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
@@ -199,7 +200,7 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-    return index_add_(self.clone(), dim, index, source);
+    return index_add_(clone(self), dim, index, source);
 }
 
 }  // namespace ember::kernels

@@ -2,6 +2,7 @@
 // message, the target range check (before any kernel runs), output
 // allocation, and the switch on the device. Kernels: kernels/cpu/loss.cpp.
 #include "kernels/loss.h"
+#include "kernels/copy.h"
 
 #include "kernels/cpu/loss.h"
 #include "kernels/front.h"
@@ -51,11 +52,11 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
     CrossEntropyForward r{empty({n}, o), empty({n}, o)};
     switch (logits.device().type) {
         case DeviceType::cpu: {
-            const Tensor t = target.contiguous();
+            const Tensor t = contiguous(target);
             check_targets(op, t, a);
             if (n == 0) return r;
             // perf: a strided input is copied first; the kernel reads contiguous rows.
-            const Tensor x = logits.contiguous();
+            const Tensor x = contiguous(logits);
             cpu::cross_entropy_forward(view_of(r.loss, op), view_of(r.lse, op), view_of(x, op),
                                        view_of(t, op), a);
             return r;
@@ -86,13 +87,13 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
     Tensor out = empty(logits.shape(), like(logits));
     switch (logits.device().type) {
         case DeviceType::cpu: {
-            const Tensor t = target.contiguous();
+            const Tensor t = contiguous(target);
             check_targets(op, t, a);
             if (n == 0) return out;
             // perf: strided inputs are copied first (grad_loss also to the
             // accumulation dtype, which the kernel reads).
-            const Tensor x = logits.contiguous(), l = lse.contiguous();
-            const Tensor g = grad_loss.to(acc).contiguous();
+            const Tensor x = contiguous(logits), l = contiguous(lse);
+            const Tensor g = grad_loss.dtype() == acc ? contiguous(grad_loss) : cast(grad_loss, acc);
             cpu::cross_entropy_backward(view_of(out, op), view_of(g, op), view_of(x, op),
                                         view_of(l, op), view_of(t, op), a);
             return out;

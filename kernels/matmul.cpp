@@ -46,7 +46,7 @@ Tensor gemm_operand(const Tensor& t, DType ct) {
     const int64_t n = t.dim();
     if (cpu::matrix_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)))
         return t;
-    return t.contiguous();
+    return contiguous(t);
 }
 
 // out (=|+=) a · b on out's device; the operands' batch dims already agree.
@@ -89,7 +89,7 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
     Tensor out = empty(shape, like(a, ct));
     if (c.defined()) copy(out, c);
     if (out.numel() > 0)
-        gemm_into(out, gemm_operand(a, ct).expand(sa), gemm_operand(b, ct).expand(sb), c.defined(),
+        gemm_into(out, views::expand(gemm_operand(a, ct), sa), views::expand(gemm_operand(b, ct), sb), c.defined(),
                   op);
     return ct == dt ? out : cast(out, dt);
 }
@@ -102,10 +102,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 describe(a), " and ", describe(b));
     // A 1-d operand is a row vector on the left, a column vector on the right;
     // the added dim is removed from the result.
-    Tensor out = product(a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b,
+    Tensor out = product(a.dim() == 1 ? views::unsqueeze(a, 0) : a, b.dim() == 1 ? views::unsqueeze(b, 1) : b,
                          Tensor(), a, b, "matmul");
-    if (a.dim() == 1) out = out.squeeze(-2);
-    if (b.dim() == 1) out = out.squeeze(-1);
+    if (a.dim() == 1) out = views::squeeze(out, -2);
+    if (b.dim() == 1) out = views::squeeze(out, -1);
     return out;
 }
 
@@ -139,8 +139,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                 describe(bias));
     // x [..., in] · wᵀ: wᵀ is a column-major view of w, shared by every row of
     // x, so the GEMM runs as one [rows, in] · [in, out] product when x's rows stack.
-    if (x.dim() == 1) return product(x.unsqueeze(0), w.t(), bias, x, w, "linear").squeeze(0);
-    return product(x, w.t(), bias, x, w, "linear");
+    if (x.dim() == 1)
+        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, "linear"), 0);
+    return product(x, views::t(w), bias, x, w, "linear");
 }
 
 }  // namespace ember::kernels

@@ -3,6 +3,7 @@
 // outputs and saved statistics, and the switch on the device. Kernels:
 // kernels/cpu/norm.cpp.
 #include "kernels/norm.h"
+#include "kernels/copy.h"
 
 #include <cmath>
 #include <limits>
@@ -82,7 +83,7 @@ int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
 // A contiguous x seen as [N, C, S] (x non-empty).
 View ncs_view(const Tensor& xc, const char* op) {
     const Shape& s = xc.shape();
-    return view_of(xc.reshape({s[0], s[1], product(s, 2, s.size())}), op);
+    return view_of(views::reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
 }
 
 // A gradient for a parameter: its shape, and its dtype (or the statistics dtype).
@@ -116,7 +117,7 @@ BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const
     switch (x.device().type) {
         case DeviceType::cpu: {
             // perf: a strided input is copied first; the kernel reads contiguous planes.
-            const Tensor xc = x.contiguous();
+            const Tensor xc = contiguous(x);
             cpu::batch_norm_forward(
                 ncs_view(r.output, op), view_of(r.save_mean, op), view_of(r.save_invstd, op),
                 ncs_view(xc, op), optional_view(weight, op), optional_view(bias, op),
@@ -148,7 +149,7 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
     if (out.numel() == 0) return out;
     switch (x.device().type) {
         case DeviceType::cpu: {
-            const Tensor xc = x.contiguous();  // perf: strided input copied first
+            const Tensor xc = contiguous(x);  // perf: strided input copied first
             cpu::batch_norm_inference(ncs_view(out, op), ncs_view(xc, op),
                                       optional_view(weight, op), optional_view(bias, op),
                                       view_of(running_mean, op), view_of(running_var, op), eps);
@@ -172,14 +173,14 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
     NormGrads r{need[0] ? empty(x.shape(), like(x)) : Tensor(), param_grad(need[1], weight, {C}, x),
                 param_grad(need[2], weight, {C}, x)};
     if (x.numel() == 0) {  // no values: Σ g and Σ g·x̂ are 0
-        if (r.weight.defined()) r.weight.fill_(0);
-        if (r.bias.defined()) r.bias.fill_(0);
+        if (r.weight.defined()) fill(r.weight, 0);
+        if (r.bias.defined()) fill(r.bias, 0);
         return r;
     }
     switch (x.device().type) {
         case DeviceType::cpu: {
             // perf: strided inputs are copied first.
-            const Tensor xc = x.contiguous(), gc = grad_y.contiguous();
+            const Tensor xc = contiguous(x), gc = contiguous(grad_y);
             cpu::batch_norm_backward(r.input.defined() ? ncs_view(r.input, op) : View{},
                                      optional_view(r.weight, op), optional_view(r.bias, op),
                                      ncs_view(gc, op), ncs_view(xc, op), optional_view(weight, op),
@@ -218,7 +219,7 @@ Shape stats_shape(const Tensor& x, size_t axis) {
 
 // A parameter of normalized_shape as a 1-d View of its M elements.
 View flat_param(const Tensor& t, int64_t m, const char* op) {
-    return t.defined() ? view_of(t.contiguous().reshape({m}), op) : View{};
+    return t.defined() ? view_of(views::reshape(contiguous(t), {m}), op) : View{};
 }
 
 }  // namespace
@@ -232,16 +233,16 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
     LayerNormForward r{empty(x.shape(), like(x)), empty(stats_shape(x, axis), stats),
                        empty(stats_shape(x, axis), stats)};
     if (x.numel() == 0) {  // the mean of no values is NaN (none at all when R = 0)
-        r.mean.fill_(NAN);
-        r.rstd.fill_(NAN);
+        fill(r.mean, NAN);
+        fill(r.rstd, NAN);
         return r;
     }
     const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
     switch (x.device().type) {
         case DeviceType::cpu: {
-            const Tensor xc = x.contiguous();  // perf: strided input copied first
-            cpu::layer_norm_forward(view_of(r.output.view({R, M}), op), view_of(r.mean, op),
-                                    view_of(r.rstd, op), view_of(xc.view({R, M}), op),
+            const Tensor xc = contiguous(x);  // perf: strided input copied first
+            cpu::layer_norm_forward(view_of(views::view(r.output, {R, M}), op), view_of(r.mean, op),
+                                    view_of(r.rstd, op), view_of(views::view(xc, {R, M}), op),
                                     flat_param(weight, M, op), flat_param(bias, M, op), eps);
             return r;
         }
@@ -264,20 +265,20 @@ NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape
                 param_grad(need[1], weight, normalized_shape, x),
                 param_grad(need[2], weight, normalized_shape, x)};
     if (x.numel() == 0) {
-        if (r.weight.defined()) r.weight.fill_(0);
-        if (r.bias.defined()) r.bias.fill_(0);
+        if (r.weight.defined()) fill(r.weight, 0);
+        if (r.bias.defined()) fill(r.bias, 0);
         return r;
     }
     const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
     switch (x.device().type) {
         case DeviceType::cpu: {
             // perf: strided inputs are copied first.
-            const Tensor xc = x.contiguous(), gc = grad_y.contiguous();
-            const Tensor m = mean.contiguous(), s = rstd.contiguous();
-            cpu::layer_norm_backward(r.input.defined() ? view_of(r.input.view({R, M}), op) : View{},
-                                     r.weight.defined() ? view_of(r.weight.view({M}), op) : View{},
-                                     r.bias.defined() ? view_of(r.bias.view({M}), op) : View{},
-                                     view_of(gc.view({R, M}), op), view_of(xc.view({R, M}), op),
+            const Tensor xc = contiguous(x), gc = contiguous(grad_y);
+            const Tensor m = contiguous(mean), s = contiguous(rstd);
+            cpu::layer_norm_backward(r.input.defined() ? view_of(views::view(r.input, {R, M}), op) : View{},
+                                     r.weight.defined() ? view_of(views::view(r.weight, {M}), op) : View{},
+                                     r.bias.defined() ? view_of(views::view(r.bias, {M}), op) : View{},
+                                     view_of(views::view(gc, {R, M}), op), view_of(views::view(xc, {R, M}), op),
                                      flat_param(weight, M, op), view_of(m, op), view_of(s, op));
             return r;
         }

@@ -23,10 +23,10 @@ void check_input(const Tensor& input, const char* op) {
 }
 
 // Input seen as 4-d.
-Tensor batched(const Tensor& input) { return input.dim() == 3 ? input.unsqueeze(0) : input; }
+Tensor batched(const Tensor& input) { return input.dim() == 3 ? views::unsqueeze(input, 0) : input; }
 // A 4-d result shaped like the caller's input.
 Tensor unbatched(const Tensor& out, const Tensor& input) {
-    return input.dim() == 3 ? out.squeeze(0) : out;
+    return input.dim() == 3 ? views::squeeze(out, 0) : out;
 }
 
 // PyTorch's pooling output size: floor (or ceil) of the span over the

@@ -2,6 +2,7 @@
 // input into the [outer, size, inner] layout the kernels take, and the switch
 // on the device.
 #include "kernels/reduce.h"
+#include "kernels/copy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -111,12 +112,12 @@ Plan plan_layout(const Tensor& x, const std::vector<bool>& reduced) {
     }
     if (dense)
         if (auto s = as_block(x, mem, reduced)) return {x, *s};
-    if (auto s = as_block(x, order, reduced)) return {x.contiguous(), *s};
+    if (auto s = as_block(x, order, reduced)) return {contiguous(x), *s};
     Shape perm;
     for (int pass = 0; pass < 2; ++pass)
         for (int64_t d = 0; d < x.dim(); ++d)
             if (reduced[size_t(d)] == (pass == 1)) perm.push_back(d);
-    Plan p{x.permute(perm).contiguous(), {}};
+    Plan p{contiguous(views::permute(x, perm)), {}};
     for (int64_t d = 0; d < x.dim(); ++d)
         (reduced[size_t(d)] ? p.shape.size : p.shape.outer) *= x.shape()[size_t(d)];
     return p;
@@ -133,7 +134,7 @@ Tensor reduce(const char* op, const Tensor& x, const Shape& dims, bool keepdim, 
     if (r.size == 0) {
         EMBER_CHECK(empty_value.has_value(), op, ": cannot reduce over an empty dim of input ",
                     describe(x), " (dims ", shape_str(dims), ")");
-        out.fill_(*empty_value);
+        fill(out, *empty_value);
         return out;
     }
     switch (x.device().type) {
@@ -178,8 +179,8 @@ Tensor arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, 
     if (dim) return extreme(op, x, *dim, keepdim, is_max, false).indices;
     EMBER_CHECK(x.defined(), op, ": undefined tensor");
     EMBER_CHECK(x.numel() > 0, op, ": cannot take the ", op, " of an empty input ", describe(x));
-    Tensor flat = extreme(op, x.reshape({-1}), 0, false, is_max, false).indices;
-    return keepdim ? flat.reshape(Shape(size_t(x.dim()), 1)) : flat;
+    Tensor flat = extreme(op, views::reshape(x, {-1}), 0, false, is_max, false).indices;
+    return keepdim ? views::reshape(flat, Shape(size_t(x.dim()), 1)) : flat;
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ Tensor cat_impl(const std::vector<Tensor>& tensors, int64_t dim, const char* op)
             int64_t at = 0;
             for (size_t i : used) {
                 const Tensor& t = tensors[i];
-                copy(out.narrow(dim, at, t.size(dim)), t);
+                copy(views::narrow(out, dim, at, t.size(dim)), t);
                 at += t.size(dim);
             }
             break;
@@ -89,7 +89,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     }
     dim = wrap_dim(dim, tensors[0].dim() + 1, op);
     std::vector<Tensor> views;
-    for (const Tensor& t : tensors) views.push_back(t.unsqueeze(dim));
+    for (const Tensor& t : tensors) views.push_back(views::unsqueeze(t, dim));
     return cat_impl(views, dim, op);
 }
 
@@ -102,7 +102,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
     if (n == 0) return {t};
     std::vector<Tensor> parts;
     for (int64_t at = 0; at < n; at += split_size)
-        parts.push_back(t.narrow(dim, at, std::min(split_size, n - at)));
+        parts.push_back(views::narrow(t, dim, at, std::min(split_size, n - at)));
     return parts;
 }
 
@@ -123,7 +123,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
     std::vector<Tensor> parts;
     int64_t at = 0;
     for (int64_t s : sizes) {
-        parts.push_back(t.narrow(dim, at, s));
+        parts.push_back(views::narrow(t, dim, at, s));
         at += s;
     }
     return parts;

@@ -2,6 +2,7 @@
 // [outer, size, inner] inputs, a new output of the same dtype and shape, and
 // the switch on the device.
 #include "kernels/softmax.h"
+#include "kernels/copy.h"
 
 #include <algorithm>
 
@@ -40,7 +41,7 @@ Tensor softmax_front(const char* op, const Tensor& x, int64_t dim, bool log) {
     switch (x.device().type) {
         case DeviceType::cpu: {
             // perf: a strided input is copied first; the kernels read contiguous rows.
-            const Tensor src = x.contiguous();
+            const Tensor src = contiguous(x);
             (log ? cpu::log_softmax : cpu::softmax)(view_of(out, op), view_of(src, op), s);
             return out;
         }
@@ -66,7 +67,7 @@ Tensor backward_front(const char* op, const Tensor& grad_y, const Tensor& y, int
     switch (y.device().type) {
         case DeviceType::cpu: {
             // perf: strided inputs are copied first; the kernels read contiguous rows.
-            const Tensor g = grad_y.contiguous(), yc = y.contiguous();
+            const Tensor g = contiguous(grad_y), yc = contiguous(y);
             (log ? cpu::log_softmax_backward : cpu::softmax_backward)(
                 view_of(out, op), view_of(g, op), view_of(yc, op), s);
             return out;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -208,7 +209,10 @@ private:
 class Sequential : public Module {
 public:
     Sequential() = default;
+    // Not for a single Sequential: that is a copy or a move, and taking a
+    // non-const lvalue here would recurse through push_back without end.
     template <class... M>
+        requires(!(sizeof...(M) == 1 && (std::is_same_v<std::decay_t<M>, Sequential> && ...)))
     explicit Sequential(M&&... modules) {
         (push_back(std::forward<M>(modules)), ...);
     }

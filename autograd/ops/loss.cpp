@@ -83,7 +83,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                 " and target ", shape_str(target.shape()), " differ in shape");
     const Tensor d = sub(input, target);
     const Tensor sq = mul(d, d);
-    return reduce(sq, reduction, full({}, double(sq.numel()), {sq.dtype(), sq.device()}));
+    // mean, not sum / numel: f16 would overflow the sum (and the count past
+    // 65504), while mean accumulates in f32 and rounds once.
+    return reduction == Reduction::mean ? mean(sq) : reduce(sq, reduction, Tensor());
 }
 
 }  // namespace ember

@@ -110,8 +110,7 @@ TEST_CASE("cross_entropy equals log_softmax + nll_loss", "[grad][loss]") {
         };
         check_close(fused({x}), composed({x}), 1e-12, 1e-12);
         const Tensor seed = randn(fused({x}).shape(), {DType::f64}, &gen);
-        check_close(grads_of(fused, {x}, seed)[0], grads_of(composed, {x}, seed)[0], 1e-10,
-                    1e-12);
+        check_close(grads_of(fused, {x}, seed)[0], grads_of(composed, {x}, seed)[0], 1e-10, 1e-12);
     }
 }
 
@@ -165,7 +164,7 @@ TEST_CASE("cross_entropy of f32 logits and of huge logits", "[grad][loss]") {
                     1e-6, 1e-6);
         y.backward(ones({6}, {y.dtype()}));
         CHECK(autograd::all_finite(big.grad()));
-        // Softmax is one-hot at the row max (others underflow): grad = onehot(argmax) − onehot(t).
+        // Softmax is one-hot at the row max (the rest underflow): onehot(max) − onehot(t).
         const std::vector<double> xv = values(big);
         for (int64_t i = 0; i < 6; ++i) {
             if (kTargets[size_t(i)] == -100) continue;
@@ -225,9 +224,11 @@ TEST_CASE("nll_loss argument errors", "[grad][loss]") {
     const Tensor lp = leaf({6, 5}, 360);
     REQUIRE_THROWS_WITH_MSG(nll_loss(leaf({6}, 361), targets(kTargets)),
                             "nll_loss: expected log_probs [N, C] and target [N], got [6] and [6]");
-    REQUIRE_THROWS_WITH_MSG(nll_loss(lp, targets({1, 2})),
-                            "nll_loss: expected log_probs [N, C] and target [N], got [6, 5] and [2]");
-    REQUIRE_THROWS_WITH_MSG(nll_loss(lp, constant({6}, 362)), "nll_loss: target must be i64, got f64");
+    REQUIRE_THROWS_WITH_MSG(
+        nll_loss(lp, targets({1, 2})),
+        "nll_loss: expected log_probs [N, C] and target [N], got [6, 5] and [2]");
+    REQUIRE_THROWS_WITH_MSG(nll_loss(lp, constant({6}, 362)),
+                            "nll_loss: target must be i64, got f64");
     REQUIRE_THROWS_WITH_MSG(nll_loss(lp, targets({1, 2, 5, 0, 0, 0})), "index 5 is out of range");
 }
 
@@ -255,6 +256,12 @@ TEST_CASE("grad: mse_loss reductions", "[grad][loss]") {
             check_grad(fn, {a, b});
             check_grad(fn, {a, constant(s, seed)});
         }
+    // Low precision: the mean of many elements must not overflow or round the count.
+    for (DType dt : {DType::f16, DType::bf16}) {
+        INFO(dtype_name(dt));
+        const Tensor a = full({70001}, 1.5, {dt}), b = full({70001}, 0.5, {dt});
+        CHECK(mse_loss(a, b).item() == 1.0);
+    }
     REQUIRE_THROWS_WITH_MSG(mse_loss(leaf({2, 3}, 380), leaf({3, 2}, 381)),
                             "mse_loss: input [2, 3] and target [3, 2] differ in shape");
 }

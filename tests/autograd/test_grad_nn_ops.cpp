@@ -108,8 +108,8 @@ TEST_CASE("grad: conv2d with only some inputs requiring grad", "[grad][conv]") {
         for (int i = 0; i < 3; ++i) CHECK(g[size_t(i)].defined() == bool(mask >> i & 1));
     }
     // Nothing requires grad: nothing is recorded.
-    const Tensor y = conv2d(constant(xs, 40), constant(ws, 41), constant({4}, 42), {1, 1}, {1, 1},
-                            {1, 1}, 2);
+    const Tensor y =
+        conv2d(constant(xs, 40), constant(ws, 41), constant({4}, 42), {1, 1}, {1, 1}, {1, 1}, 2);
     CHECK_FALSE(y.requires_grad());
     CHECK(y.grad_fn() == nullptr);
 }

@@ -3,6 +3,7 @@
 // Identity, and Sequential chaining its children.
 #include <cmath>
 #include <sstream>
+#include <type_traits>
 
 #include "support.h"
 
@@ -106,6 +107,12 @@ TEST_CASE("Flatten and Identity", "[nn][layers]") {
     nn::Identity id;
     CHECK(id(x).is_same(x));
 }
+
+// Copying a model is not possible (it would alias the parameters); a
+// non-const Sequential lvalue must not be taken as "a child" either.
+static_assert(!std::is_constructible_v<nn::Sequential, nn::Sequential&>);
+static_assert(!std::is_constructible_v<nn::Sequential, const nn::Sequential&>);
+static_assert(std::is_constructible_v<nn::Sequential, nn::Sequential&&>);
 
 TEST_CASE("Sequential: runs its children in order", "[nn][layers]") {
     nn::Sequential seq(nn::Linear(4, 6), nn::ReLU(), nn::Linear(6, 3));
