@@ -272,37 +272,28 @@ Tensor gt(const Tensor& a, double s) { return k::gt(a, s); }
 Tensor ge(const Tensor& a, const Tensor& b) { return k::ge(a, b); }
 Tensor ge(const Tensor& a, double s) { return k::ge(a, s); }
 
-Tensor add_(const Tensor& a, const Tensor& b) {
-    autograd::check_inplace(a, "add_", {b});
-    return k::add_(a, b);
+namespace {
+
+// In-place ops run unrecorded, after the checks that keep them from breaking a graph.
+template <class Other>
+Tensor inplace(const char* name, Tensor (*kernel)(const Tensor&, Other), const Tensor& a,
+               Other other) {
+    if constexpr (std::is_same_v<Other, const Tensor&>)
+        autograd::check_inplace(a, name, {other});
+    else
+        autograd::check_inplace(a, name);
+    return kernel(a, other);
 }
-Tensor add_(const Tensor& a, double s) {
-    autograd::check_inplace(a, "add_");
-    return k::add_(a, s);
-}
-Tensor sub_(const Tensor& a, const Tensor& b) {
-    autograd::check_inplace(a, "sub_", {b});
-    return k::sub_(a, b);
-}
-Tensor sub_(const Tensor& a, double s) {
-    autograd::check_inplace(a, "sub_");
-    return k::sub_(a, s);
-}
-Tensor mul_(const Tensor& a, const Tensor& b) {
-    autograd::check_inplace(a, "mul_", {b});
-    return k::mul_(a, b);
-}
-Tensor mul_(const Tensor& a, double s) {
-    autograd::check_inplace(a, "mul_");
-    return k::mul_(a, s);
-}
-Tensor div_(const Tensor& a, const Tensor& b) {
-    autograd::check_inplace(a, "div_", {b});
-    return k::div_(a, b);
-}
-Tensor div_(const Tensor& a, double s) {
-    autograd::check_inplace(a, "div_");
-    return k::div_(a, s);
-}
+
+}  // namespace
+
+Tensor add_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("add_", k::add_, a, b); }
+Tensor add_(const Tensor& a, double s) { return inplace<double>("add_", k::add_, a, s); }
+Tensor sub_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("sub_", k::sub_, a, b); }
+Tensor sub_(const Tensor& a, double s) { return inplace<double>("sub_", k::sub_, a, s); }
+Tensor mul_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("mul_", k::mul_, a, b); }
+Tensor mul_(const Tensor& a, double s) { return inplace<double>("mul_", k::mul_, a, s); }
+Tensor div_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("div_", k::div_, a, b); }
+Tensor div_(const Tensor& a, double s) { return inplace<double>("div_", k::div_, a, s); }
 
 }  // namespace ember

@@ -134,10 +134,14 @@ Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
     return out;
 }
 
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
-    Tensor out = k::amax(x, dims, keepdim);
+namespace {
+
+// amax/amin: the gradient goes to the extreme elements, shared among ties.
+Tensor extreme_over(const char* name, bool is_max, const Tensor& x, const Shape& dims,
+                    bool keepdim) {
+    Tensor out = is_max ? k::amax(x, dims, keepdim) : k::amin(x, dims, keepdim);
     if (!is_floating(out.dtype())) return out;
-    if (auto node = autograd::make_node("amax", {x})) {
+    if (auto node = autograd::make_node(name, {x})) {
         node->backward = [x = node->save(x), out = node->save(out), dims](const TensorList& g) {
             return TensorList{share_among_ties(g[0], x, out, dims)};
         };
@@ -146,16 +150,13 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
     return out;
 }
 
+}  // namespace
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+    return extreme_over("amax", true, x, dims, keepdim);
+}
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
-    Tensor out = k::amin(x, dims, keepdim);
-    if (!is_floating(out.dtype())) return out;
-    if (auto node = autograd::make_node("amin", {x})) {
-        node->backward = [x = node->save(x), out = node->save(out), dims](const TensorList& g) {
-            return TensorList{share_among_ties(g[0], x, out, dims)};
-        };
-        autograd::set_history(node, out);
-    }
-    return out;
+    return extreme_over("amin", false, x, dims, keepdim);
 }
 
 namespace {

@@ -79,6 +79,26 @@ void max_impl(const View& values, const View& indices, const View& in, const Poo
     });
 }
 
+// One average-pooling window: the input rows [y0, y1) and columns [x0, x1)
+// it sums, and its divisor. The window clipped to the padded input (ceil
+// mode's last window may hang past it) sets the divisor with padding; clipped
+// to the input, the elements summed. Shared by the forward and the backward.
+struct AvgWindow {
+    int64_t y0, y1, x0, x1, divisor;
+    bool empty() const { return y0 >= y1 || x0 >= x1; }
+};
+
+inline AvgWindow avg_window(int64_t oy, int64_t ox, const Pool2dWindow& w, int64_t H, int64_t W,
+                            bool count_include_pad) {
+    int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
+    int64_t y1 = std::min(y0 + w.kh, H + w.ph), x1 = std::min(x0 + w.kw, W + w.pw);
+    const int64_t padded = (y1 - y0) * (x1 - x0);
+    y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+    y1 = std::min(y1, H), x1 = std::min(x1, W);
+    const int64_t inside = std::max<int64_t>(y1 - y0, 0) * std::max<int64_t>(x1 - x0, 0);
+    return {y0, y1, x0, x1, count_include_pad ? padded : inside};
+}
+
 template <class T>
 void avg_impl(const View& out, const View& in, const Pool2dWindow& w, bool count_include_pad) {
     using Acc = math::Acc<T>;
@@ -88,21 +108,12 @@ void avg_impl(const View& out, const View& in, const Pool2dWindow& w, bool count
     for_each_plane<T>(out, in, w.kh * w.kw, [&](const T* plane, int64_t first) {
         for (int64_t oy = 0; oy < OH; ++oy)
             for (int64_t ox = 0; ox < OW; ++ox) {
-                // The window clipped to the padded input (ceil_mode's last
-                // window may hang past it) sets the divisor with padding...
-                int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-                int64_t y1 = std::min(y0 + w.kh, H + w.ph), x1 = std::min(x0 + w.kw, W + w.pw);
-                const int64_t padded = (y1 - y0) * (x1 - x0);
-                // ...and clipped to the input, the elements summed.
-                y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
-                y1 = std::min(y1, H), x1 = std::min(x1, W);
+                const AvgWindow a = avg_window(oy, ox, w, H, W, count_include_pad);
                 Acc sum = 0;
-                for (int64_t y = y0; y < y1; ++y)
-                    for (int64_t x = x0; x < x1; ++x) sum += math::load(plane[y * sy + x * sx]);
-                const int64_t inside =
-                    std::max<int64_t>(y1 - y0, 0) * std::max<int64_t>(x1 - x0, 0);
-                const int64_t divisor = count_include_pad ? padded : inside;
-                o[first + oy * OW + ox] = math::cast<T>(inside == 0 ? Acc(0) : sum / Acc(divisor));
+                for (int64_t y = a.y0; y < a.y1; ++y)
+                    for (int64_t x = a.x0; x < a.x1; ++x) sum += math::load(plane[y * sy + x * sx]);
+                o[first + oy * OW + ox] =
+                    math::cast<T>(a.empty() ? Acc(0) : sum / Acc(a.divisor));
             }
     });
 }
@@ -189,18 +200,13 @@ void avg_backward_impl(const View& dx, const View& dy, const Pool2dWindow& w,
     for_each_grad_plane<T>(dx, dy, w.kh * w.kw, [&](int64_t, const T* g, Acc* plane) {
         for (int64_t oy = 0; oy < OH; ++oy)
             for (int64_t ox = 0; ox < OW; ++ox) {
-                // The forward's window and divisor (avg_impl): each element
-                // summed there gets grad / divisor.
-                int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-                int64_t y1 = std::min(y0 + w.kh, H + w.ph), x1 = std::min(x0 + w.kw, W + w.pw);
-                const int64_t padded = (y1 - y0) * (x1 - x0);
-                y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
-                y1 = std::min(y1, H), x1 = std::min(x1, W);
-                if (y0 >= y1 || x0 >= x1) continue;
-                const int64_t divisor = count_include_pad ? padded : (y1 - y0) * (x1 - x0);
-                const Acc d = math::load(g[oy * sy + ox * sx]) / Acc(divisor);
-                for (int64_t y = y0; y < y1; ++y)
-                    for (int64_t x = x0; x < x1; ++x) plane[y * W + x] += d;
+                // The forward's window and divisor: each element summed
+                // there gets grad / divisor.
+                const AvgWindow a = avg_window(oy, ox, w, H, W, count_include_pad);
+                if (a.empty()) continue;
+                const Acc d = math::load(g[oy * sy + ox * sx]) / Acc(a.divisor);
+                for (int64_t y = a.y0; y < a.y1; ++y)
+                    for (int64_t x = a.x0; x < a.x1; ++x) plane[y * W + x] += d;
             }
     });
 }

@@ -37,7 +37,7 @@ int main(int argc, char** argv) try {
         }
     }
     const data::LoaderStats s = loader.stats();
-    std::printf("loader: %d workers, %.0f samples/s, waited %.1f%% of the time, workers busy %.0f%%\n",
+    std::printf("loader: %d workers, %.0f samples/s, waited %.1f%% of the time, workers busy %.1f%%\n",
                 s.workers, s.samples_per_second, 100 * s.wait_fraction, 100 * s.worker_busy_fraction);
 
     model->eval();
