@@ -34,9 +34,13 @@ TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn,
         NoGradGuard no_grad;
         outputs = fn(inputs);
     }
-    for (const Tensor& out : outputs)
+    for (Tensor& out : outputs) {
         EMBER_CHECK(out.defined() && is_floating(out.dtype()),
                     "checkpoint: the segment's outputs must be floating tensors");
+        // A segment may return its input itself (contiguous(), Identity, ...):
+        // record a new handle, never the input's own history.
+        out = out.detach();
+    }
 
     // Always a node, even when no input requires grad: parameters inside the
     // segment may, and only the recompute can reach them.

@@ -104,10 +104,12 @@ void backward(const TensorList& roots, const TensorList& grads, bool retain_grap
         TensorList in = std::move(buffers[node]);
         buffers.erase(node);
         in.resize(node->outputs.size());
-        for (size_t o = 0; o < in.size(); ++o) {
+        for (size_t o = 0; o < in.size() && !node->is_accumulator; ++o) {
             if (!in[o].defined()) continue;
             for (const GradHook& hook : node->output_hooks[o])
-                if (Tensor r = hook(in[o]); r.defined()) in[o] = r;
+                in[o] = run_hook(hook, in[o], node->outputs[o]);
+            if (auto m = node->retained[o].lock())  // after the hooks, as PyTorch
+                m->grad = m->grad.defined() ? kernels::add(m->grad, in[o]) : in[o].clone();
         }
         EMBER_CHECK(!node->released(), "backward: the graph through '", node->name,
                     "' was already walked and its saved tensors freed; pass retain_graph = "

@@ -67,17 +67,19 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 
 namespace {
 
-// True when `g` is a dense tensor that nobody but the caller's one handle
-// (and this one) refers to: storing it cannot alias anything.
-bool owned_dense(const Tensor& g) {
-    return g.shared_impl().use_count() <= 2 && g.storage().use_count() == 1 && g.offset() == 0 &&
-           g.is_contiguous() && g.storage()->nbytes() == size_t(g.numel() * g.element_size());
+// True when `g` is a dense tensor that nobody but `holders` handles refers
+// to: storing it cannot alias anything.
+bool owned_dense(const Tensor& g, long holders) {
+    return g.shared_impl().use_count() <= holders && g.storage().use_count() == 1 &&
+           g.offset() == 0 && g.is_contiguous() &&
+           g.storage()->nbytes() == size_t(g.numel() * g.element_size());
 }
 
 // The accumulate node of a leaf, shared by every graph that uses the leaf
 // while one exists (the meta holds it weakly, so no cycle).
 std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
     const std::shared_ptr<AutogradMeta>& meta = leaf.unsafe_impl()->autograd;
+    std::lock_guard<std::mutex> lock(meta->mutex);
     if (auto node = meta->accumulator.lock()) return node;
     auto node = std::make_shared<Node>();
     node->name = "accumulate_grad";
@@ -86,21 +88,37 @@ std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
     node->outputs.push_back(TensorGeometry::of(leaf));
     node->output_hooks.resize(1);
     std::weak_ptr<AutogradMeta> weak = meta;
-    node->backward = [weak](const TensorList& grads) -> TensorList {
+    node->backward = [weak, geometry = TensorGeometry::of(leaf)](const TensorList& grads) -> TensorList {
         auto m = weak.lock();
         if (!m || !m->requires_grad) return {};  // the leaf is gone or was turned off
         Tensor g = grads[0];
         if (!g.defined()) return {};
-        for (const GradHook& hook : m->hooks)
-            if (Tensor r = hook(g); r.defined()) g = r;
-        // Out of place: a gradient the user holds (or another leaf was given)
-        // is never changed behind their back. The first gradient is taken as
-        // is when nothing else can see it (the engine holds the only handle to
-        // a dense tensor with its own storage), else copied.
-        if (m->grad.defined())
-            m->grad = kernels::add(m->grad, g);
-        else
-            m->grad = owned_dense(g) ? g : g.clone();
+        // The leaf may have moved since the graph was recorded (Module::to):
+        // its gradient follows its current dtype and device.
+        TensorGeometry want = geometry;
+        if (auto impl = m->self.lock()) {
+            const Tensor now(impl);
+            want = TensorGeometry::of(now);
+            if (g.dtype() != now.dtype()) g = kernels::cast(g, now.dtype());
+            if (g.device() != now.device()) g = g.to(now.device());
+        }
+        bool replaced = false;
+        for (const GradHook& hook : m->hooks) {
+            Tensor r = run_hook(hook, g, want);
+            replaced = replaced || !r.is_same(g);
+            g = r;
+        }
+        {
+            // Out of place: a gradient the user holds (or another leaf was
+            // given) is never changed behind their back. The first gradient is
+            // taken as is when nothing else can see it (the engine's handle and
+            // this one, or this one alone after a hook replaced it), else copied.
+            std::lock_guard<std::mutex> lock(m->mutex);
+            if (m->grad.defined())
+                m->grad = kernels::add(m->grad, g);
+            else
+                m->grad = owned_dense(g, replaced ? 1 : 2) ? g : g.clone();
+        }
         if (!m->post_accumulate_hooks.empty()) {
             if (auto impl = m->self.lock()) {
                 const Tensor leaf_again(impl);
@@ -147,6 +165,17 @@ bool all_finite(const Tensor& t) {
     return !std::isnan(s);
 }
 
+Tensor run_hook(const GradHook& hook, const Tensor& g, const TensorGeometry& want) {
+    Tensor r = hook(g);
+    if (!r.defined()) return g;
+    EMBER_CHECK(r.shape() == want.shape && r.dtype() == want.dtype && r.device() == want.device,
+                "a tensor hook returned a gradient ", dtype_name(r.dtype()), " ",
+                shape_str(r.shape()), " on ", r.device(), " for a tensor ",
+                dtype_name(want.dtype), " ", shape_str(want.shape), " on ", want.device,
+                "; a hook must keep the shape, dtype and device");
+    return r;
+}
+
 void set_history(const std::shared_ptr<Node>& node, const TensorList& outputs) {
     EMBER_INTERNAL_CHECK(node != nullptr, "set_history without a node");
     if (AnomalyMode::is_enabled()) {
@@ -157,10 +186,15 @@ void set_history(const std::shared_ptr<Node>& node, const TensorList& outputs) {
     }
     node->outputs.clear();
     node->output_hooks.assign(outputs.size(), {});
+    node->retained.assign(outputs.size(), {});
     for (size_t i = 0; i < outputs.size(); ++i) {
         const Tensor& out = outputs[i];
         EMBER_INTERNAL_CHECK(is_floating(out.dtype()), "op '", node->name,
-                              "' recorded a non-floating output");
+                             "' recorded a non-floating output");
+        // An op that hands back a tensor that already has a history (its input,
+        // say) would erase that history here.
+        EMBER_INTERNAL_CHECK(!out.unsafe_impl()->autograd, "op '", node->name,
+                             "' recorded an output that already takes part in autograd");
         auto meta = std::make_shared<AutogradMeta>();
         meta->requires_grad = true;
         meta->grad_fn = node;
@@ -183,6 +217,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 }
 
 void check_inplace(const Tensor& self, const char* name, const TensorList& others) {
+    EMBER_CHECK(self.defined(), name, ": undefined tensor");
     if (!GradMode::is_enabled()) return;
     const auto& meta = self.unsafe_impl()->autograd;
     if (meta && meta->requires_grad) {

@@ -43,6 +43,10 @@ bool all_finite(const Tensor& t);
 /// one-element root). Gradients accumulate into leaves' grad().
 void backward(const TensorList& roots, const TensorList& grads = {}, bool retain_graph = false);
 
+/// Runs `hook` on gradient g of a tensor with geometry `want`: returns g or
+/// the hook's replacement, which must keep the shape, dtype and device.
+Tensor run_hook(const GradHook& hook, const Tensor& g, const TensorGeometry& want);
+
 /// Throws if `self` may not be modified in place by op `name` right now: a
 /// leaf that requires grad while grad mode is on, or an in-place op that
 /// would have to be recorded (ember records out-of-place ops only).

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct Node {
     std::vector<TensorGeometry> outputs;   // of each differentiable output
     BackwardFn backward;                   // null once released
     std::vector<std::vector<GradHook>> output_hooks;  // hooks on non-leaf outputs
+    std::vector<std::weak_ptr<AutogradMeta>> retained;  // outputs whose grad is kept (retain_grad)
 
     /// Keeps `t` for the backward: returns an alias without history (no
     /// reference cycle when an op saves its own output) and remembers the
@@ -74,7 +76,10 @@ private:
 }  // namespace autograd
 
 /// What a tensor carries once it takes part in autograd (TensorImpl::autograd).
+/// A leaf may be shared by graphs running backward on several threads: its
+/// accumulate node and gradient are guarded by `mutex`.
 struct AutogradMeta {
+    std::mutex mutex;
     bool requires_grad = false;
     Tensor grad;                                 // accumulated gradient (leaves, retained non-leaves)
     std::shared_ptr<autograd::Node> grad_fn;     // null for leaves

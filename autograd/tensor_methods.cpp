@@ -14,6 +14,7 @@ using autograd::TensorList;
 namespace {
 
 AutogradMeta& meta_of(const Tensor& t) {
+    EMBER_CHECK(t.defined(), "autograd: operation on an undefined tensor");
     auto& meta = t.unsafe_impl()->autograd;
     if (!meta) {
         meta = std::make_shared<AutogradMeta>();
@@ -129,11 +130,7 @@ void Tensor::retain_grad() const {
     AutogradMeta& meta = meta_of(*this);
     if (!meta.grad_fn || meta.retains_grad) return;  // a leaf keeps its gradient anyway
     meta.retains_grad = true;
-    std::weak_ptr<AutogradMeta> weak = impl().autograd;
-    meta.grad_fn->output_hooks[meta.output_nr].push_back([weak](const Tensor& g) {
-        if (auto m = weak.lock()) m->grad = m->grad.defined() ? kernels::add(m->grad, g) : g.clone();
-        return Tensor();
-    });
+    meta.grad_fn->retained[meta.output_nr] = impl().autograd;  // weak: no cycle
 }
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

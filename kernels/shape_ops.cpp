@@ -99,7 +99,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
     dim = wrap_dim(dim, t.dim(), op);
     EMBER_CHECK(split_size > 0, op, ": split_size must be positive, got ", split_size);
     const int64_t n = t.size(dim);
-    if (n == 0) return {t};
+    if (n == 0) return {views::narrow(t, dim, 0, 0)};  // one empty piece, a view as the others
     std::vector<Tensor> parts;
     for (int64_t at = 0; at < n; at += split_size)
         parts.push_back(views::narrow(t, dim, at, std::min(split_size, n - at)));

@@ -87,6 +87,18 @@ int fold_batchnorm(Module& model) {
         if (auto* block = dynamic_cast<ConvBN*>(m)) blocks.push_back(block);
         if (auto* seq = dynamic_cast<Sequential*>(m)) seqs.push_back(seq);
     }
+    // All or nothing: every BatchNorm2d that would be folded must have running statistics.
+    auto check = [](const BatchNorm2d* bn, const std::string& where) {
+        EMBER_CHECK(!bn || bn->running_mean.defined(), "fold_batchnorm: the BatchNorm2d in ",
+                    where, " has no running statistics (track_running_stats = false); nothing "
+                    "was folded");
+    };
+    for (ConvBN* block : blocks) check(block->bn.get(), "a " + block->type_name() + " block");
+    for (Sequential* seq : seqs)
+        for (size_t i = 1; i < seq->size(); ++i)
+            if (dynamic_cast<Conv2d*>((*seq)[i - 1].get()))
+                check(dynamic_cast<BatchNorm2d*>((*seq)[i].get()),
+                      "a Sequential at position " + std::to_string(i));
     int folded = 0;
     for (ConvBN* block : blocks) folded += block->fold() ? 1 : 0;
     for (Sequential* seq : seqs) {

@@ -3,10 +3,12 @@
 #include "nn/module.h"
 
 #include <map>
+#include <set>
 #include <ostream>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "kernels/front.h"
 
 namespace ember::nn {
@@ -17,6 +19,12 @@ namespace {
 // of `src`, keeping its autograd identity: what PyTorch's `param.data = ...` does.
 void replace_data(const Tensor& t, const Tensor& src) {
     TensorImpl* impl = t.unsafe_impl();
+    if (impl->storage == src.storage() && impl->shape == src.shape() &&
+        impl->strides == src.strides() && impl->offset == src.offset() && impl->dtype == src.dtype())
+        return;  // to() where the tensor already is
+    // A graph that saved the old data must not run on with it: count this as
+    // an in-place change, so its backward reports it.
+    impl->storage->bump_version();
     const TensorImpl* from = src.unsafe_impl();
     impl->storage = from->storage;
     impl->shape = from->shape;
@@ -50,6 +58,9 @@ void Module::check_new_name(const std::string& name) const {
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
     check_new_name(name);
     EMBER_CHECK(t.defined(), type_name(), ": parameter '", name, "' is undefined");
+    EMBER_CHECK(t.is_leaf(), type_name(), ": parameter '", name, "' was computed by '",
+                t.is_leaf() ? "" : t.grad_fn()->name,
+                "' (not a leaf): register a leaf, e.g. its detach()");
     if (requires_grad) t.set_requires_grad(true);
     params_.emplace_back(name, t);
     return t;
@@ -101,8 +112,14 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
 }
 
 NamedTensors Module::named_parameters(bool recurse) const {
+    NamedTensors all;
+    collect("", true, recurse, all);
+    // A parameter shared by two modules (tied weights) appears once, under its
+    // first name, so an optimizer steps it once (state_dict keeps every name).
     NamedTensors out;
-    collect("", true, recurse, out);
+    std::set<const TensorImpl*> seen;
+    for (auto& entry : all)
+        if (seen.insert(entry.second.unsafe_impl()).second) out.push_back(std::move(entry));
     return out;
 }
 
@@ -166,7 +183,8 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 NamedTensors Module::state_dict() const {
-    NamedTensors out = named_parameters();
+    NamedTensors out;
+    collect("", true, true, out);
     for (auto& entry : named_buffers()) out.push_back(entry);
     return out;
 }

@@ -74,7 +74,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
     // Ignored rows read class 0 (always valid) and are masked out.
     const Tensor safe = k::where(keep, target, k::mul(target, 0.0).to(DType::i64));
     const Tensor picked = gather(log_probs, 1, views::unsqueeze(safe, 1)).squeeze(1);
-    const Tensor per = neg(mul(picked, keep.to(log_probs.dtype())));
+    // where, not a multiplication by the mask: ignored rows contribute exactly 0
+    // even where their (unused) log-probability is -inf.
+    const Tensor per = neg(where(keep, picked, zeros_like(picked)));
     return reduce(per, o.reduction, counted(target, o.ignore_index, log_probs.dtype()));
 }
 

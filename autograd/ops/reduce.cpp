@@ -127,7 +127,9 @@ Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
             const double n = reduced_count(shape, dims);
             const Tensor centered = k::sub(x, expand_back(k::mean(x, dims, true), shape, dims));
             const Tensor denom = k::mul(expand_back(out, shape, dims), n - correction);
-            return TensorList{k::div(k::mul(expand_back(g[0], shape, dims), centered), denom)};
+            const Tensor d = k::div(k::mul(expand_back(g[0], shape, dims), centered), denom);
+            // Where std is 0 every element equals the mean: 0, not 0/0 (as PyTorch).
+            return TensorList{k::where(k::eq(denom, 0.0), zeros_like(d), d)};
         };
         autograd::set_history(node, out);
     }

@@ -100,3 +100,13 @@ TEST_CASE("checkpoint: off when grad mode is off", "[autograd][checkpoint]") {
     Tensor y = autograd::checkpoint([](const std::vector<Tensor>& xs) { return xs[0] * 2.0; }, {x});
     REQUIRE_FALSE(y.requires_grad());
 }
+
+TEST_CASE("checkpoint: a segment that returns its input leaves the input a leaf",
+          "[autograd][checkpoint]") {
+    Tensor x = random_tensor({3}, DType::f64, 2).set_requires_grad(true);
+    Tensor y = autograd::checkpoint([](const std::vector<Tensor>& xs) { return xs[0].contiguous(); },
+                                    {x});
+    REQUIRE(x.is_leaf());
+    sum(y * 2.0).backward();
+    REQUIRE(values(x.grad()) == std::vector<double>{2, 2, 2});
+}

@@ -1,6 +1,8 @@
 // The graph and the engine: leaves and non-leaves, accumulation across uses
 // and calls, retain_graph, detach, version counters, hooks, grad mode and
 // anomaly mode. Gradients are checked against values worked out by hand.
+#include <thread>
+
 #include "support.h"
 
 using namespace ember;
@@ -226,4 +228,56 @@ TEST_CASE("autograd: views record their backward", "[autograd]") {
     // A no-op view is the same tensor and adds no node.
     Tensor z = x * 1.0;
     REQUIRE(z.squeeze(0).is_same(z));
+}
+
+TEST_CASE("autograd: hooks must keep the gradient's geometry", "[autograd][hooks]") {
+    Tensor x = leaf({1, 2, 3}, {3});
+    x.register_hook([](const Tensor&) { return ones({2}, {DType::f64}); });
+    REQUIRE_THROWS_WITH_MSG(sum(x * 2.0).backward(), "a tensor hook returned a gradient f64 [2]");
+    Tensor w = leaf({1, 2}, {2});
+    Tensor y = w * 3.0;
+    y.register_hook([](const Tensor& g) { return g.to(DType::f32); });
+    REQUIRE_THROWS_WITH_MSG(sum(y).backward(), "must keep the shape, dtype and device");
+}
+
+TEST_CASE("autograd: a gradient a hook returns is never shared with the leaf", "[autograd][hooks]") {
+    // The hook hands back a tensor it keeps: the leaf must get its own copy.
+    Tensor kept = from_vector<double>({5, 5}, {2});
+    Tensor w = leaf({1, 2}, {2});
+    w.register_hook([kept](const Tensor&) { return kept; });
+    sum(w * 1.0).backward();
+    REQUIRE(values(w.grad()) == std::vector<double>{5, 5});
+    {
+        NoGradGuard g;
+        w.grad().fill_(0);
+    }
+    REQUIRE(values(kept) == std::vector<double>{5, 5});
+}
+
+TEST_CASE("autograd: retain_grad stores the gradient after the tensor's hooks", "[autograd][hooks]") {
+    Tensor x = leaf({1, 2}, {2});
+    Tensor y = x * 1.0;
+    y.retain_grad();
+    y.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+    sum(y).backward();
+    REQUIRE(values(y.grad()) == std::vector<double>{10, 10});
+    REQUIRE(values(x.grad()) == std::vector<double>{10, 10});
+}
+
+TEST_CASE("autograd: concurrent backwards into a shared leaf add up", "[autograd][threads]") {
+    Tensor w = leaf({1, 2, 3}, {3});
+    const int threads = 4, rounds = 200;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&] {
+            for (int i = 0; i < rounds; ++i) sum(w * 1.0).backward();
+        });
+    for (auto& th : pool) th.join();
+    const double n = threads * rounds;
+    REQUIRE(values(w.grad()) == std::vector<double>{n, n, n});
+}
+
+TEST_CASE("autograd: undefined tensors are errors, not crashes", "[autograd]") {
+    REQUIRE_THROWS_WITH_MSG(add_(Tensor(), 1.0), "undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(Tensor().set_grad({}), "undefined tensor");
 }

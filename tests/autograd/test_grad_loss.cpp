@@ -278,3 +278,13 @@ TEST_CASE("anomaly mode names cross_entropy for NaN logits", "[grad][loss]") {
     // Without anomaly mode the NaN just propagates.
     CHECK(std::isnan(cross_entropy(x, t).item()));
 }
+
+TEST_CASE("nll_loss: a batch whose targets are all ignored gives a zero gradient, not NaN",
+          "[grad][loss]") {
+    // -inf log-probabilities in ignored rows must not leak into the gradient.
+    Tensor lp = from_vector<double>({-INFINITY, -1, -2, -INFINITY, -3, -4}, {2, 3})
+                    .set_requires_grad(true);
+    Tensor t = from_vector<int64_t>({-100, -100}, {2});
+    nll_loss(lp, t, {.reduction = Reduction::sum}).backward();
+    REQUIRE(values(lp.grad()) == std::vector<double>(6, 0.0));
+}

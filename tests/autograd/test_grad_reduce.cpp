@@ -177,3 +177,9 @@ TEST_CASE("grad: softmax and log_softmax", "[grad]") {
     check_grad([](const std::vector<Tensor>& in) { return softmax(in[0], 0); }, {v});
     check_grad([](const std::vector<Tensor>& in) { return log_softmax(in[0], -1); }, {v});
 }
+
+TEST_CASE("std: the gradient where std is 0 is 0, not NaN", "[grad][reduce]") {
+    Tensor x = full({4}, 2.0, {DType::f64}).set_requires_grad(true);
+    ember::std(x).backward();
+    REQUIRE(values(x.grad()) == std::vector<double>(4, 0.0));
+}

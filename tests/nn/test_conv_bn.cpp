@@ -203,5 +203,14 @@ TEST_CASE("fold_batchnorm: what is not folded", "[nn][convbn]") {
     nn::Sequential no_stats(nn::Conv2d(3, 3, 1, {.bias = false}),
                             nn::BatchNorm2d(3, {.track_running_stats = false}));
     REQUIRE_THROWS_WITH_MSG(nn::fold_batchnorm(no_stats),
-                            "fold_batchnorm: a BatchNorm2d without running statistics");
+                            "fold_batchnorm: the BatchNorm2d in a Sequential at position 1 has "
+                            "no running statistics");
+
+    // All or nothing: a foldable ConvBN before an unfoldable pair stays unfolded.
+    nn::Sequential mixed(nn::ConvBN(3, 3, 1), nn::Conv2d(3, 3, 1, {.bias = false}),
+                         nn::BatchNorm2d(3, {.track_running_stats = false}));
+    REQUIRE_THROWS_WITH_MSG(nn::fold_batchnorm(mixed), "nothing was folded");
+    auto* block = dynamic_cast<nn::ConvBN*>(mixed[0].get());
+    REQUIRE(block != nullptr);
+    CHECK(block->bn != nullptr);
 }

@@ -296,3 +296,46 @@ TEST_CASE("module: printing shows the tree", "[nn][module]") {
           "    body.1: ReLU\n"
           "    body.2: Linear(in=5, out=2, bias=false)\n");
 }
+
+
+TEST_CASE("Module: a parameter registered twice is listed once", "[nn][module]") {
+    nn::Sequential s;
+    nn::Linear lin(2, 2, {.bias = false});
+    const Tensor w = lin.weight;
+    s.push_back(std::move(lin));
+    struct Holder : nn::Module {
+        explicit Holder(const Tensor& w) { register_parameter("w", w); }
+    };
+    s.push_back(Holder(w));
+    REQUIRE(s.parameters().size() == 1);
+    REQUIRE(nn::parameter_count(s) == 4);
+    REQUIRE(s.state_dict().size() == 2);  // every name is saved, as PyTorch
+}
+
+TEST_CASE("Module: a parameter must be a leaf", "[nn][module]") {
+    struct Bad : nn::Module {
+        explicit Bad(const Tensor& t) { register_parameter("p", t); }
+    };
+    Tensor base = randn({2}).set_requires_grad(true);
+    REQUIRE_THROWS_WITH_MSG(Bad(mul(base, 2.0)), "parameter 'p' was computed by 'mul' (not a leaf)");
+}
+
+TEST_CASE("Module: to() between forward and backward is caught", "[nn][module]") {
+    nn::Linear lin(3, 2);
+    Tensor x = randn({4, 3}).set_requires_grad(true);  // so the weight is saved
+    Tensor loss = sum(lin(x));
+    lin.to(DType::f64);
+    REQUIRE_THROWS_WITH_MSG(loss.backward(), "modified in place");
+    // A graph that saved no weight still delivers a gradient in the weight's new dtype.
+    Tensor loss2 = sum(lin(randn({4, 3}, {DType::f64})));
+    lin.to(DType::f32);
+    loss2.backward();
+    REQUIRE(lin.weight.grad().dtype() == DType::f32);
+    lin.zero_grad();
+    lin.to(DType::f64);
+    lin.to(DType::f64);  // already there: not a change
+    Tensor again = sum(lin(randn({4, 3}, {DType::f64})));
+    lin.to(DType::f64);
+    again.backward();
+    REQUIRE(lin.weight.grad().dtype() == DType::f64);
+}
