@@ -1,6 +1,7 @@
 // The public API of ember in one include.
 #pragma once
 
+#include "core/cuda_stream.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

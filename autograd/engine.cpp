@@ -79,6 +79,8 @@ void backward(const TensorList& roots, const TensorList& grads, bool retain_grap
         }
         EMBER_CHECK(g.shape() == r.shape(), "backward: gradient of shape ", shape_str(g.shape()),
                     " for a tensor of shape ", shape_str(r.shape()));
+        EMBER_CHECK(g.device() == r.device(), "backward: gradient on ", g.device(),
+                    " for a tensor on ", r.device());
         const Edge e = gradient_edge(r);
         TensorList& buf = buffers[e.node.get()];
         buf.resize(e.node->outputs.size());

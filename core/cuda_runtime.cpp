@@ -5,6 +5,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda_check.h"
+#include "core/cuda_stream.h"
 #include "core/device.h"
 
 namespace ember {
@@ -54,4 +55,51 @@ Allocation allocate_pinned(size_t nbytes) {
 }
 
 }  // namespace detail
+// ---- Streams and events ----
+
+CudaStream::CudaStream(Device device) : device_(device) {
+    EMBER_CHECK(device.is_cuda(), "CudaStream: expected a CUDA device, got ", device);
+    EMBER_CUDA_CHECK(cudaSetDevice(device.index));
+    cudaStream_t s = nullptr;
+    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    handle_ = s;
+}
+
+CudaStream::~CudaStream() {
+    if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));  // destructors do not throw
+}
+
+void CudaStream::copy_async(void* dst, const void* src, size_t nbytes) const {
+    if (nbytes == 0) return;
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault,
+                                     static_cast<cudaStream_t>(handle_)));
+}
+
+CudaEvent::CudaEvent(Device device) : device_(device) {
+    EMBER_CHECK(device.is_cuda(), "CudaEvent: expected a CUDA device, got ", device);
+    EMBER_CUDA_CHECK(cudaSetDevice(device.index));
+    cudaEvent_t e = nullptr;
+    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    handle_ = e;
+}
+
+CudaEvent::~CudaEvent() {
+    if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+
+void CudaEvent::record(const CudaStream& stream) {
+    EMBER_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_),
+                                     static_cast<cudaStream_t>(stream.handle())));
+}
+
+void CudaEvent::block_default_stream() const {
+    EMBER_CUDA_CHECK(cudaSetDevice(device_.index));
+    // The legacy default stream: where ember's kernels and copies run today.
+    EMBER_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, static_cast<cudaEvent_t>(handle_), 0));
+}
+
+void CudaEvent::synchronize() const {
+    EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+}
+
 }  // namespace ember

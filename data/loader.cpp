@@ -3,6 +3,8 @@
 // of a batch to its device.
 #include "data/loader.h"
 
+#include "core/cuda_stream.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -19,24 +21,50 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 }
 
 // Note [Moving a batch to the device]
-// Until core/ has streams and events, a batch moves with Tensor::to on the
-// default stream, on the caller's thread: the input copy is asynchronous from
-// the pinned slot, and the target copy after it is blocking. Both are ordered
-// on one stream, so when the second returns both are done and the staging slot
-// may be reused as soon as the host tensors die (when this returns). The
-// copy stream + event replace this: copies issued on a side stream by the
-// loader, an event recorded after them, the compute stream waiting on it —
-// then the caller never waits for the copy.
-Batch to_device(const Batch& host, Device device) {
-    Batch out;
-    out.input = host.input.to(device, /*non_blocking=*/true);
-    out.target = host.target.to(device, /*non_blocking=*/false);
-    out.index = host.index;
-    out.epoch = host.epoch;
-    return out;
-}
-
+// A batch for a CUDA target is copied from its (pinned) staging slot on the
+// loader's own copy stream with cudaMemcpyAsync; an event recorded after the
+// copies makes the default stream — where the consumer's kernels run — wait
+// for them, so next() returns without waiting for the copy and the copy
+// overlaps whatever the GPU is still computing (TIPS #3). The staging slot
+// must not be refilled while its copy may still be reading it: the host batch
+// is kept until the next call, which first waits for the previous copy's
+// event (long done by then: a training step ran in between).
 }  // namespace
+
+struct DeviceTransfer {
+    explicit DeviceTransfer(Device device) : stream(device), done(device) {}
+    ~DeviceTransfer() {
+        // The last copy may still read its staging slot: let it finish first.
+        if (in_flight.input.defined()) {
+            try {
+                done.synchronize();
+            } catch (const std::exception&) {  // destructors do not throw
+            }
+        }
+    }
+    CudaStream stream;
+    CudaEvent done;
+    Batch in_flight;  // host batch whose copy `done` marks the end of
+
+    Batch move(Batch host, Device device) {
+        if (in_flight.input.defined()) {
+            done.synchronize();
+            in_flight = Batch();  // its staging slot may now be refilled
+        }
+        Batch out;
+        out.input = empty(host.input.shape(), {host.input.dtype(), device});
+        out.target = empty(host.target.shape(), {host.target.dtype(), device});
+        for (auto [dst, src] : {std::pair{&out.input, &host.input}, {&out.target, &host.target}})
+            stream.copy_async(dst->data_ptr(), src->data_ptr(),
+                              size_t(src->numel() * src->element_size()));
+        done.record(stream);
+        done.block_default_stream();
+        out.index = host.index;
+        out.epoch = host.epoch;
+        in_flight = std::move(host);
+        return out;
+    }
+};
 
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
     EMBER_CHECK(n >= 0, "epoch_order: n must be >= 0, got ", n);
@@ -105,6 +133,10 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
     // Pinned memory needs the CUDA runtime and a device; without them it is
     // ordinary memory, and pinned() says so.
     pinned_ = o.pin_memory.value_or(o.device.is_cuda()) && cuda_built() && cuda_device_count() > 0;
+    if (o.device.is_cuda()) {
+        transfer_ = std::make_unique<DeviceTransfer>(o.device);
+        if (o.prefetch <= 0) prefetch_ += 1;  // the slot whose copy may still be in flight
+    }
 
     Shape in_shape = sh.plan.back();
     in_shape.insert(in_shape.begin(), o.batch_size);
@@ -216,7 +248,7 @@ std::optional<Batch> Loader::next() {
     Batch batch = make_batch(shared_, s, count);
     batch.index = b;
     batch.epoch = epoch;
-    if (options_.device.is_cuda()) return to_device(batch, options_.device);
+    if (transfer_) return transfer_->move(std::move(batch), options_.device);
     return batch;
 }
 

@@ -66,7 +66,8 @@ struct LoaderStats {
     double worker_busy_fraction = 0;  // loading time / (threads x elapsed)
 };
 
-struct LoaderShared;  // the ring and the epoch state, shared with workers and handed-out batches
+struct LoaderShared;    // the ring and the epoch state, shared with workers and handed-out batches
+struct DeviceTransfer;  // the copy stream and event for a CUDA target (data/loader.cpp)
 
 /// Batches of a dataset. Use from one thread:
 ///     Loader loader(dataset, {.batch_size = 128, .seed = 1}, Compose{RandomHorizontalFlip()});
@@ -122,6 +123,7 @@ class Loader {
     bool pinned_ = false;
     std::shared_ptr<LoaderShared> shared_;
     std::vector<std::thread> threads_;
+    std::unique_ptr<DeviceTransfer> transfer_;  // only for a CUDA target
 };
 
 class Loader::EpochRange {

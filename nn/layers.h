@@ -227,7 +227,10 @@ public:
     std::string type_name() const override { return "Sequential"; }
     size_t size() const { return named_children().size(); }
     /// Child i.
-    std::shared_ptr<Module> operator[](size_t i) const { return named_children().at(i).second; }
+    std::shared_ptr<Module> operator[](size_t i) const {
+        EMBER_CHECK(i < size(), "Sequential: no child ", i, " (it has ", size(), ")");
+        return named_children()[i].second;
+    }
     /// Replaces child i (fold_batchnorm swaps a folded BatchNorm2d for Identity).
     void replace(size_t i, std::shared_ptr<Module> m);
 

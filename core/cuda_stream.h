@@ -1,0 +1,54 @@
+// CUDA streams and events: what the data loader needs to copy batches to the
+// GPU on their own stream while the compute stream runs (TIPS #3). The types
+// exist in every build; creating one without the CUDA backend is an error.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace ember {
+
+/// A CUDA stream of its own (non-blocking with respect to the default stream).
+class CudaStream {
+public:
+    explicit CudaStream(Device device);
+    ~CudaStream();
+    CudaStream(const CudaStream&) = delete;
+    CudaStream& operator=(const CudaStream&) = delete;
+
+    Device device() const { return device_; }
+    void* handle() const { return handle_; }
+    /// Queues a copy of nbytes (host <-> device, either direction) on this
+    /// stream and returns. From pinned host memory the copy is truly
+    /// asynchronous; the memory must stay untouched until it completes.
+    void copy_async(void* dst, const void* src, size_t nbytes) const;
+
+private:
+    Device device_;
+    void* handle_ = nullptr;
+};
+
+/// A CUDA event: a point in a stream that other streams or the host can wait for.
+class CudaEvent {
+public:
+    explicit CudaEvent(Device device);
+    ~CudaEvent();
+    CudaEvent(const CudaEvent&) = delete;
+    CudaEvent& operator=(const CudaEvent&) = delete;
+
+    /// Marks the point after everything queued so far on `stream`.
+    void record(const CudaStream& stream);
+    /// Makes the device's default stream — where ember's kernels run — wait
+    /// for this point before its later work, without blocking the host.
+    void block_default_stream() const;
+    /// Blocks the host until the point is reached.
+    void synchronize() const;
+
+private:
+    Device device_;
+    void* handle_ = nullptr;
+};
+
+}  // namespace ember
