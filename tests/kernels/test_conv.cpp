@@ -6,6 +6,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/linalg_cases.h"
 #include "support.h"
 
 using namespace ember;
@@ -13,18 +14,6 @@ using namespace ember::test;
 using kernels::Int2;
 
 namespace {
-
-struct ConvCase {
-    Shape input;   // [N, C, H, W]
-    Shape weight;  // [O, C/groups, kH, kW]
-    Int2 stride, padding, dilation;
-    int64_t groups;
-    bool bias;
-};
-
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-}
 
 // The convolution by its definition, in f64, one output element at a time.
 std::vector<double> reference_conv2d(const Tensor& x, const Tensor& w, const Tensor& b,

@@ -12,6 +12,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/linalg_cases.h"
 #include "support.h"
 
 using namespace ember;
@@ -19,17 +20,6 @@ using namespace ember::test;
 using kernels::Int2;
 
 namespace {
-
-struct ConvCase {
-    Shape input;   // [N, C, H, W]
-    Shape weight;  // [O, C/groups, kH, kW]
-    Int2 stride, padding, dilation;
-    int64_t groups;
-};
-
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-}
 
 Shape output_shape(const ConvCase& c) {
     return {c.input[0], c.weight[0],

@@ -9,6 +9,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/front.h"
 #include "kernels/pool.h"
+#include "kernels/linalg_cases.h"
 #include "support.h"
 
 using namespace ember;
@@ -16,13 +17,6 @@ using namespace ember::test;
 using kernels::Int2;
 
 namespace {
-
-struct PoolCase {
-    Shape input;  // [N, C, H, W]
-    Int2 kernel, stride, padding, dilation;
-    bool ceil_mode;
-    Shape out;  // expected [N, C, OH, OW], worked out by hand
-};
 
 // PyTorch's window rule for one output element: taps y0 + i·d for i < k.
 struct Taps {

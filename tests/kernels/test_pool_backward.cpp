@@ -12,6 +12,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/front.h"
 #include "kernels/pool.h"
+#include "kernels/linalg_cases.h"
 #include "support.h"
 
 using namespace ember;
@@ -19,13 +20,6 @@ using namespace ember::test;
 using kernels::Int2;
 
 namespace {
-
-struct PoolCase {
-    Shape input;  // [N, C, H, W]
-    Int2 kernel, stride, padding, dilation;
-    bool ceil_mode;
-    Shape out;  // [N, C, OH, OW], worked out by hand
-};
 
 // d x[p, y, x] = Σ of dy over the outputs of plane p whose window maximum
 // (the first largest in-bounds tap) is (y, x).
