@@ -154,7 +154,7 @@ void run_conv(const Options& o, Report& rep) {
         const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
         const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
         Tensor y = empty({s.n, s.o, oh, ow});
-        const kernels::cpu::Conv2dShape cs{.n = s.n,
+        const kernels::Conv2dShape cs{.n = s.n,
                                            .c = s.c,
                                            .h = s.h,
                                            .w = s.w,

@@ -53,7 +53,7 @@ void run_softmax(const Options& o, Report& rep) {
         // the copy limit does; the front rows add a fresh output per call.
         Tensor y = zeros(shape);
         const kernels::View vx = kernels::view_of(x), vy = kernels::view_of(y);
-        const kernels::cpu::ReduceShape rows{shape[0], shape[1], 1};
+        const kernels::ReduceShape rows{shape[0], shape[1], 1};
         for (bool log : {false, true}) {
             const auto kernel = log ? kernels::cpu::log_softmax : kernels::cpu::softmax;
             const auto front = log ? kernels::log_softmax : kernels::softmax;

@@ -1,10 +1,10 @@
-// Device memory, pinned host memory and device queries through the CUDA runtime.
-// The caching allocator (size classes, per-stream reuse) replaces the plain
-// cudaMalloc here when the CUDA backend grows it.
+// Device memory (through the device's context), pinned host memory, device
+// queries, and the streams and events of core/cuda_stream.h.
 #include <cuda_runtime_api.h>
 
 #include "core/allocator.h"
 #include "core/cuda_check.h"
+#include "core/cuda_context.h"
 #include "core/cuda_stream.h"
 #include "core/device.h"
 
@@ -24,23 +24,7 @@ int cuda_device_count() {
 namespace detail {
 
 Allocation allocate_cuda(int device_index, size_t nbytes) {
-    const int n = cuda_device_count();
-    EMBER_CHECK(device_index >= 0 && device_index < n, "cuda:", device_index,
-                " is not available (", n, " CUDA device(s) found)");
-    EMBER_CUDA_CHECK(cudaSetDevice(device_index));
-    void* p = nullptr;
-    if (nbytes > 0) {
-        const cudaError_t e = cudaMalloc(&p, nbytes);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            EMBER_FAIL("out of memory on cuda:", device_index, ": could not allocate ", nbytes,
-                       " bytes (", cudaGetErrorString(e), ")");
-        }
-    }
-    return {p, [device_index](void* q) {
-                cudaSetDevice(device_index);
-                cudaFree(q);  // destructors do not throw
-            }};
+    return CudaContext::of(device_index).allocate(nbytes);
 }
 
 Allocation allocate_pinned(size_t nbytes) {
@@ -59,25 +43,25 @@ Allocation allocate_pinned(size_t nbytes) {
 
 CudaStream::CudaStream(Device device) : device_(device) {
     EMBER_CHECK(device.is_cuda(), "CudaStream: expected a CUDA device, got ", device);
-    EMBER_CUDA_CHECK(cudaSetDevice(device.index));
-    cudaStream_t s = nullptr;
-    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    handle_ = s;
+    CudaContext::of(device);  // checks the index
+    const DeviceGuard guard(device);
+    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
 }
 
 CudaStream::~CudaStream() {
-    if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));  // destructors do not throw
+    if (handle_) cudaStreamDestroy(handle_);  // destructors do not throw
 }
 
 void CudaStream::copy_async(void* dst, const void* src, size_t nbytes) const {
     if (nbytes == 0) return;
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault,
-                                     static_cast<cudaStream_t>(handle_)));
+    const DeviceGuard guard(device_);
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, handle_));
 }
 
 CudaEvent::CudaEvent(Device device) : device_(device) {
     EMBER_CHECK(device.is_cuda(), "CudaEvent: expected a CUDA device, got ", device);
-    EMBER_CUDA_CHECK(cudaSetDevice(device.index));
+    CudaContext::of(device);
+    const DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
     EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     handle_ = e;
@@ -87,15 +71,16 @@ CudaEvent::~CudaEvent() {
     if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
 }
 
-void CudaEvent::record(const CudaStream& stream) {
-    EMBER_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_),
-                                     static_cast<cudaStream_t>(stream.handle())));
+void CudaEvent::record(StreamRef stream) {
+    EMBER_CHECK(stream.device == device_, "CudaEvent::record: the event is on ", device_,
+                " but the stream on ", stream.device);
+    const DeviceGuard guard(device_);
+    EMBER_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), stream.handle));
 }
 
-void CudaEvent::block_default_stream() const {
-    EMBER_CUDA_CHECK(cudaSetDevice(device_.index));
-    // The legacy default stream: where ember's kernels and copies run today.
-    EMBER_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, static_cast<cudaEvent_t>(handle_), 0));
+void CudaEvent::wait(StreamRef stream) const {
+    const DeviceGuard guard(stream.device);
+    EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream.handle, static_cast<cudaEvent_t>(handle_), 0));
 }
 
 void CudaEvent::synchronize() const {

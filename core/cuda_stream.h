@@ -1,11 +1,13 @@
-// CUDA streams and events: what the data loader needs to copy batches to the
-// GPU on their own stream while the compute stream runs (TIPS #3). The types
-// exist in every build; creating one without the CUDA backend is an error.
+// CUDA streams and events that ember or a user creates: what the data loader
+// needs to copy batches to the GPU on their own stream while the compute
+// stream runs (TIPS #3). The types exist in every build; creating one without
+// the CUDA backend is an error. Kernels take a StreamRef (core/cuda_context.h).
 #pragma once
 
 #include <cstddef>
 #include <memory>
 
+#include "core/cuda_context.h"
 #include "core/device.h"
 
 namespace ember {
@@ -19,7 +21,8 @@ public:
     CudaStream& operator=(const CudaStream&) = delete;
 
     Device device() const { return device_; }
-    void* handle() const { return handle_; }
+    /// The stream as kernels, copies and events take it.
+    StreamRef ref() const { return {device_, handle_}; }
     /// Queues a copy of nbytes (host <-> device, either direction) on this
     /// stream and returns. From pinned host memory the copy is truly
     /// asynchronous; the memory must stay untouched until it completes.
@@ -27,7 +30,7 @@ public:
 
 private:
     Device device_;
-    void* handle_ = nullptr;
+    CUstream_st* handle_ = nullptr;
 };
 
 /// A CUDA event: a point in a stream that other streams or the host can wait for.
@@ -39,10 +42,11 @@ public:
     CudaEvent& operator=(const CudaEvent&) = delete;
 
     /// Marks the point after everything queued so far on `stream`.
-    void record(const CudaStream& stream);
-    /// Makes the device's default stream — where ember's kernels run — wait
-    /// for this point before its later work, without blocking the host.
-    void block_default_stream() const;
+    void record(StreamRef stream);
+    /// Makes `stream` wait for this point before its later work, without
+    /// blocking the host: e.g. the consumer's current stream
+    /// (current_stream(device)), where ember's kernels for it are queued.
+    void wait(StreamRef stream) const;
     /// Blocks the host until the point is reached.
     void synchronize() const;
 

@@ -1,7 +1,12 @@
-// Device parsing and printing.
+// Device parsing and printing, and the sync-debug switch (core/cuda_context.h).
 #include "core/device.h"
 
+#include <atomic>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cuda_context.h"
 
 #include "core/error.h"
 
@@ -27,5 +32,19 @@ std::string Device::str() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+namespace {
+// The one process-wide switch of sync-debug mode, read by every CUDA op.
+std::atomic<bool>& sync_debug_flag() {
+    static std::atomic<bool> on{[] {
+        const char* v = std::getenv("EMBER_SYNC_DEBUG");
+        return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+    }()};
+    return on;
+}
+}  // namespace
+
+void set_sync_debug(bool on) { sync_debug_flag().store(on, std::memory_order_relaxed); }
+bool sync_debug() { return sync_debug_flag().load(std::memory_order_relaxed); }
 
 }  // namespace ember

@@ -23,8 +23,8 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // Note [Moving a batch to the device]
 // A batch for a CUDA target is copied from its (pinned) staging slot on the
 // loader's own copy stream with cudaMemcpyAsync; an event recorded after the
-// copies makes the default stream — where the consumer's kernels run — wait
-// for them, so next() returns without waiting for the copy and the copy
+// copies makes the consumer's current stream (core/cuda_context.h) — where
+// its kernels on the batch run — wait for them, so next() returns without waiting for the copy and the copy
 // overlaps whatever the GPU is still computing (TIPS #3). The staging slot
 // must not be refilled while its copy may still be reading it: the host batch
 // is kept until the next call, which first waits for the previous copy's
@@ -57,8 +57,10 @@ struct DeviceTransfer {
         for (auto [dst, src] : {std::pair{&out.input, &host.input}, {&out.target, &host.target}})
             stream.copy_async(dst->data_ptr(), src->data_ptr(),
                               size_t(src->numel() * src->element_size()));
-        done.record(stream);
-        done.block_default_stream();
+        done.record(stream.ref());
+        // The consumer's current stream — where its kernels on the batch
+        // will queue — waits for the copies; the host does not.
+        done.wait(current_stream(device));
         out.index = host.index;
         out.epoch = host.epoch;
         in_flight = std::move(host);

@@ -1,6 +1,6 @@
 // Fronts for conv2d and conv2d_backward: argument checks naming shapes,
 // dtypes and devices, the output size, f16/bf16 through f32, contiguous
-// operands for the kernels, and a switch on the device.
+// operands for the kernels, and one call through the dispatch.
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
@@ -21,7 +21,7 @@ Tensor dense(const Tensor& t, DType ct) {
 
 // Checks the window and sizes of a conv2d (as `op`) of a 4-d input and
 // 4-d weight and returns its sizes, the output's included.
-cpu::Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 stride, Int2 padding,
+Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 stride, Int2 padding,
                               Int2 dilation, int64_t groups, const char* op) {
     EMBER_CHECK(stride[0] >= 1 && stride[1] >= 1 && padding[0] >= 0 && padding[1] >= 0 &&
                     dilation[0] >= 1 && dilation[1] >= 1 && groups >= 1,
@@ -54,7 +54,7 @@ cpu::Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 st
     EMBER_CHECK(ph >= eh && pw >= ew, op, ": padded input size ", ph, "x", pw, " of input ",
                 describe(input), " is smaller than the dilated kernel ", eh, "x", ew, " of weight ",
                 describe(weight));
-    return cpu::Conv2dShape{n,
+    return Conv2dShape{n,
                             c,
                             h,
                             w,
@@ -92,28 +92,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
         "conv2d: input ", describe(input), ", weight ", describe(weight), " and bias ",
         describe(bias), " must have one dtype");
-    const cpu::Conv2dShape s =
-        conv2d_shape(input, weight, stride, padding, dilation, groups, "conv2d");
+    const Conv2dShape s = conv2d_shape(input, weight, stride, padding, dilation, groups, "conv2d");
     EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == s.o),
                 "conv2d: expected bias [", s.o, "] for weight ", describe(weight), ", got ",
                 describe(bias));
     const int64_t n = s.n, o = s.o;
     const DType dt = input.dtype();
-    const DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+    const DType ct = acc_dtype(dt);  // f16/bf16: computed in f32, rounded once
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct));
     if (out.numel() > 0) {
         const Tensor x = dense(input, ct), wt = dense(weight, ct), b = dense(bias, ct);
-        switch (input.device().type) {
-            case DeviceType::cpu:
-                cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(),
-                            b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
-                break;
-            case DeviceType::cuda:
-                // cuDNN goes here: cudnnConvolutionForward with the algorithm
-                // picked by cudnnFindConvolutionForwardAlgorithmEx and cached
-                // per shape in the device context.
-                unsupported_device("conv2d", input.device());
-        }
+        // CUDA: cuDNN (cudnnConvolutionForward, the algorithm found by timing
+        // and cached per shape in the device context) takes no_kernel.
+        dispatch({"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
+                 [&] {
+                     cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(),
+                                 b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
+                 },
+                 no_kernel);
     }
     return ct == dt ? out : cast(out, dt);
 }
@@ -134,7 +130,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     // An unbatched input is a batch of one; its grad_output has no batch dim either.
     const bool unbatched = input.dim() == 3;
     const Tensor x = unbatched ? views::unsqueeze(input, 0) : input;
-    const cpu::Conv2dShape s = conv2d_shape(x, weight, stride, padding, dilation, groups, op);
+    const Conv2dShape s = conv2d_shape(x, weight, stride, padding, dilation, groups, op);
     Shape want = {s.n, s.o, s.oh, s.ow};
     if (unbatched) want.erase(want.begin());
     EMBER_CHECK(grad_output.shape() == want, op, ": grad_output ", describe(grad_output),
@@ -143,7 +139,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     const Tensor dy = unbatched ? views::unsqueeze(grad_output, 0) : grad_output;
 
     const DType dt = input.dtype();
-    const DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+    const DType ct = acc_dtype(dt);
     Conv2dGrads g;
     if (need[0]) g.input = empty(x.shape(), like(x, ct));
     if (need[1]) g.weight = empty(weight.shape(), like(weight, ct));
@@ -155,17 +151,14 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         const Tensor y = dense(dy, ct), xin = need[1] ? dense(x, ct) : Tensor(),
                      w = need[0] ? dense(weight, ct) : Tensor();
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
-                                     ptr(g.weight), ptr(g.bias));
-                break;
-            case DeviceType::cuda:
-                // cuDNN goes here: cudnnConvolutionBackwardData, ...BackwardFilter
-                // and ...BackwardBias, algorithms found and cached per shape as for
-                // the forward.
-                unsupported_device(op, x.device());
-        }
+        // CUDA: cuDNN's backward data, filter and bias take no_kernel.
+        dispatch({op, x.device(), {&g.input, &g.weight, &g.bias, &y, &xin, &w},
+                  double(int(need[0]) + int(need[1])) * s.flops()},
+                 [&] {
+                     cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                          ptr(g.weight), ptr(g.bias));
+                 },
+                 no_kernel);
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);

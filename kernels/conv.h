@@ -14,6 +14,20 @@ namespace ember::kernels {
 /// (kernels/pool.h declares the same alias.)
 using Int2 = std::array<int64_t, 2>;
 
+/// Sizes of one conv2d, as both backends take them: input [n, c, h, w],
+/// weight [o, c / groups, kh, kw], output [n, o, oh, ow]; stride (sh, sw),
+/// zero padding (ph, pw), dilation (dh, dw).
+struct Conv2dShape {
+    int64_t n, c, h, w;
+    int64_t o, kh, kw;
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t groups;
+    int64_t oh, ow;
+
+    /// Multiply-adds of the forward, times two.
+    double flops() const { return 2.0 * double(n * o * oh * ow) * double(c / groups * kh * kw); }
+};
+
 /// conv2d(input [N, C, H, W] or [C, H, W], weight [O, C/groups, kH, kW],
 /// bias [O] or undefined) -> [N, O, OH, OW] with OH = (H + 2·ph − dh·(kH − 1)
 /// − 1) / sh + 1 (and likewise OW). Zero padding; groups split C and O into

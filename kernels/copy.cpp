@@ -1,11 +1,9 @@
-// Front for copies, casts and fills: checks, then a switch on the device.
+// Front for copies, casts and fills: checks, then one call through the dispatch.
 #include "kernels/copy.h"
 
 #include "kernels/cpu/copy.h"
-#include "kernels/front.h"
-#if EMBER_WITH_CUDA
 #include "kernels/cuda/copy.h"
-#endif
+#include "kernels/front.h"
 
 namespace ember::kernels {
 
@@ -15,16 +13,32 @@ namespace {
 void copy_same_device(const Tensor& dst, const Tensor& src) {
     const View d = view_of(dst, "copy");
     const View s = broadcast_view(src, dst.shape(), "copy");
-    switch (dst.device().type) {
-        case DeviceType::cpu: cpu::copy(d, s); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::copy(d, s, dst.device().index);
-            return;
-#endif
-            break;
+    dispatch({"copy", dst.device(), {&dst, &src}}, [&] { cpu::copy(d, s); },
+             [&](auto stream) { cuda::copy(d, s, stream); });
+}
+
+// Across devices (one side is CUDA): a dense source of dst's dtype and shape
+// where it lives, one move of the bytes on the CUDA side's current stream,
+// then a scatter into dst if dst is strided.
+void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
+    Tensor s = src;
+    if (s.dtype() != dst.dtype() || s.shape() != dst.shape() || !s.is_contiguous()) {
+        s = empty(dst.shape(), like(src, dst.dtype()));
+        copy_same_device(s, src);
     }
-    unsupported_device("copy", dst.device());
+    Tensor d = dst.is_contiguous() ? dst : empty(dst.shape(), like(dst));
+    const bool host_pinned = (src.device().is_cpu() && src.storage()->pinned()) ||
+                             (dst.device().is_cpu() && d.storage()->pinned());
+    const size_t nbytes = size_t(d.numel() * d.element_size());
+    const Device on = dst.device().is_cuda() ? dst.device() : src.device();
+    dispatch({"copy", on, {&d, &s}}, no_kernel, [&](auto stream) {
+        cuda::memcpy(d.data_ptr(), d.device(), s.data_ptr(), s.device(), nbytes,
+                     non_blocking && host_pinned, stream);
+    });
+    // Note: `s` and `d` may be temporaries that die when this returns. That is
+    // safe with plain cudaFree (it synchronizes); the CUDA caching allocator
+    // must record the copy's stream on them before reusing their memory.
+    if (!d.is_same(dst)) copy_same_device(dst, d);
 }
 
 }  // namespace
@@ -38,32 +52,10 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
     for (int64_t d = 0; d < dst.dim(); ++d)
         EMBER_CHECK(dst.stride(d) != 0 || dst.size(d) == 1, "copy: destination ", describe(dst),
                     " has broadcast (stride 0) dims: several elements share one address");
-    if (dst.device() == src.device()) {
+    if (dst.device() == src.device())
         copy_same_device(dst, unaliased(src, dst));
-    } else {
-#if EMBER_WITH_CUDA
-        // Across devices: make a dense source of dst's dtype and shape where it
-        // lives, move the bytes, and scatter into dst if dst is strided.
-        Tensor s = src;
-        if (s.dtype() != dst.dtype() || s.shape() != dst.shape() || !s.is_contiguous()) {
-            Tensor tmp = empty(dst.shape(), like(src, dst.dtype()));
-            copy_same_device(tmp, src);
-            s = tmp;
-        }
-        Tensor d = dst.is_contiguous() ? dst : empty(dst.shape(), like(dst));
-        const bool host_pinned = (src.device().is_cpu() && src.storage()->pinned()) ||
-                                 (dst.device().is_cpu() && d.storage()->pinned());
-        cuda::memcpy(d.data_ptr(), d.device(), s.data_ptr(), s.device(),
-                     size_t(d.numel() * d.element_size()), non_blocking && host_pinned);
-        // Note: `s` and `d` may be temporaries that die when this returns. That is
-        // safe with plain cudaFree (it synchronizes); the CUDA caching allocator
-        // must record the copy's stream on them before reusing their memory.
-        if (!d.is_same(dst)) copy_same_device(dst, d);
-#else
-        (void)non_blocking;
-        unsupported_device("copy", dst.device().is_cuda() ? dst.device() : src.device());
-#endif
-    }
+    else
+        copy_across_devices(dst, src, non_blocking);
     dst.storage()->bump_version();
 }
 
@@ -71,16 +63,8 @@ void fill(const Tensor& dst, double value) {
     EMBER_CHECK(dst.defined(), "fill: undefined tensor");
     if (dst.numel() == 0) return;
     const View d = view_of(dst, "fill");
-    switch (dst.device().type) {
-        case DeviceType::cpu: cpu::fill(d, value); break;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::fill(d, value, dst.device().index);
-            break;
-#else
-            unsupported_device("fill", dst.device());
-#endif
-    }
+    dispatch({"fill", dst.device(), {&dst}}, [&] { cpu::fill(d, value); },
+             [&](auto stream) { cuda::fill(d, value, stream); });
     dst.storage()->bump_version();
 }
 

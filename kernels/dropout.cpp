@@ -1,5 +1,5 @@
-// Front for dropout: checks (p, dtypes, the mask's shape), outputs, and the
-// switch on the device. Kernels: kernels/cpu/dropout.cpp.
+// Front for dropout: checks (p, dtypes, the mask's shape), outputs, and one
+// call through the dispatch. Kernels: kernels/cpu/dropout.cpp.
 #include "kernels/dropout.h"
 #include "kernels/copy.h"
 
@@ -29,18 +29,12 @@ DropoutForward dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_
     check_p(op, p);
     DropoutForward r{empty(x.shape(), like(x)), empty(x.shape(), like(x, DType::u8))};
     if (x.numel() == 0) return r;
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            const Tensor xc = contiguous(x);  // perf: a strided input is copied first
-            cpu::dropout_forward(view_of(r.output, op), view_of(r.mask, op), view_of(xc, op), p,
-                                 seed, first_block);
-            return r;
-        }
-        case DeviceType::cuda:
-            // cuda::dropout_forward goes here (math::uniform_at per element, like the CPU).
-            break;
-    }
-    unsupported_device(op, x.device());
+    const Tensor xc = contiguous(x);  // perf: a strided input is copied first
+    const View out = view_of(r.output, op), mask = view_of(r.mask, op), in = view_of(xc, op);
+    // CUDA: math::uniform_at per element, like the CPU.
+    dispatch({op, x.device(), {&r.output, &r.mask, &xc}},
+             [&] { cpu::dropout_forward(out, mask, in, p, seed, first_block); }, no_kernel);
+    return r;
 }
 
 Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
@@ -55,18 +49,12 @@ Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
     check_p(op, p);
     Tensor out = empty(grad_y.shape(), like(grad_y));
     if (out.numel() == 0) return out;
-    switch (grad_y.device().type) {
-        case DeviceType::cpu: {
-            // perf: strided inputs are copied first.
-            const Tensor g = contiguous(grad_y), m = contiguous(mask);
-            cpu::dropout_backward(view_of(out, op), view_of(g, op), view_of(m, op), p);
-            return out;
-        }
-        case DeviceType::cuda:
-            // cuda::dropout_backward goes here.
-            break;
-    }
-    unsupported_device(op, grad_y.device());
+    // perf: strided inputs are copied first.
+    const Tensor g = contiguous(grad_y), m = contiguous(mask);
+    const View o = view_of(out, op), vg = view_of(g, op), vm = view_of(m, op);
+    dispatch({op, grad_y.device(), {&out, &g, &m}}, [&] { cpu::dropout_backward(o, vg, vm, p); },
+             no_kernel);
+    return out;
 }
 
 }  // namespace ember::kernels

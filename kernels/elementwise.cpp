@@ -1,6 +1,6 @@
 // Front functions for the elementwise family: argument checks, result dtype,
 // casts of the inputs to the compute dtype, broadcasting, output allocation
-// and the switch on the device. The math is in kernels/math.h; the CPU
+// and one call through the dispatch. The math is in kernels/math.h; the CPU
 // kernels in kernels/cpu/elementwise.cpp. Rules: docs/elementwise.md.
 #include "kernels/elementwise.h"
 
@@ -10,10 +10,8 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/front.h"
-#if EMBER_WITH_CUDA
 #include "kernels/cuda/elementwise.h"
-#endif
+#include "kernels/front.h"
 
 namespace ember::kernels {
 
@@ -85,15 +83,6 @@ DType binary_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
     return t;
 }
 
-// Whether shape `s` broadcasts with `t` (NumPy rules), without throwing.
-bool broadcastable(const Shape& s, const Shape& t) {
-    for (size_t i = 1; i <= std::min(s.size(), t.size()); ++i) {
-        const int64_t x = s[s.size() - i], y = t[t.size() - i];
-        if (x != y && x != 1 && y != 1) return false;
-    }
-    return true;
-}
-
 // The checks of an in-place op writing a result of dtype `t` and shape
 // broadcast(a, other) into `a`, as PyTorch: no float into integers, nothing
 // but bool into bool, no growing `a`, no writing through stride-0 dims.
@@ -110,23 +99,16 @@ void check_inplace(const std::string& name, const Tensor& a, DType t, const Shap
                     ": the destination has broadcast (stride 0) dims: ", describe(a));
 }
 
-// ---- Dispatch: views, then the switch on the device ----
+// ---- One call each through the dispatch ----
 // Inputs already have the output's dtype (or bool for where's condition) and
 // broadcast to its shape.
 
 void run_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     if (out.numel() == 0) return;
-    const View o = view_of(out, op_name(op)), i = view_of(in, op_name(op));
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::unary(op, o, i); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::unary(op, o, i, out.device().index);
-            return;
-#endif
-            break;
-    }
-    unsupported_device(op_name(op), out.device());
+    const char* name = op_name(op);
+    const View o = view_of(out, name), i = view_of(in, name);
+    dispatch({name, out.device(), {&out, &in}}, [&] { cpu::unary(op, o, i); },
+             [&](auto stream) { cuda::unary(op, o, i, stream); });
 }
 
 void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -134,31 +116,16 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
     const char* name = op_name(op);
     const View o = view_of(out, name);
     const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::binary(op, o, va, vb); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::binary(op, o, va, vb, out.device().index);
-            return;
-#endif
-            break;
-    }
-    unsupported_device(name, out.device());
+    dispatch({name, out.device(), {&out, &a, &b}}, [&] { cpu::binary(op, o, va, vb); },
+             [&](auto stream) { cuda::binary(op, o, va, vb, stream); });
 }
 
 void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double s) {
     if (out.numel() == 0) return;
-    const View o = view_of(out, op_name(op)), va = view_of(a, op_name(op));
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::binary_scalar(op, o, va, s); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::binary_scalar(op, o, va, s, out.device().index);
-            return;
-#endif
-            break;
-    }
-    unsupported_device(op_name(op), out.device());
+    const char* name = op_name(op);
+    const View o = view_of(out, name), va = view_of(a, name);
+    dispatch({name, out.device(), {&out, &a}}, [&] { cpu::binary_scalar(op, o, va, s); },
+             [&](auto stream) { cuda::binary_scalar(op, o, va, s, stream); });
 }
 
 void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -166,31 +133,16 @@ void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor&
     const char* name = op_name(op);
     const View o = view_of(out, name);
     const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::compare(op, o, va, vb); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::compare(op, o, va, vb, out.device().index);
-            return;
-#endif
-            break;
-    }
-    unsupported_device(name, out.device());
+    dispatch({name, out.device(), {&out, &a, &b}}, [&] { cpu::compare(op, o, va, vb); },
+             [&](auto stream) { cuda::compare(op, o, va, vb, stream); });
 }
 
 void run_compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double s) {
     if (out.numel() == 0) return;
-    const View o = view_of(out, op_name(op)), va = view_of(a, op_name(op));
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::compare_scalar(op, o, va, s); return;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::compare_scalar(op, o, va, s, out.device().index);
-            return;
-#endif
-            break;
-    }
-    unsupported_device(op_name(op), out.device());
+    const char* name = op_name(op);
+    const View o = view_of(out, name), va = view_of(a, name);
+    dispatch({name, out.device(), {&out, &a}}, [&] { cpu::compare_scalar(op, o, va, s); },
+             [&](auto stream) { cuda::compare_scalar(op, o, va, s, stream); });
 }
 
 }  // namespace
@@ -283,18 +235,10 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
     Tensor out = empty(x.shape(), like(x));
     if (out.numel() == 0) return out;
     const View o = view_of(out, "clamp"), i = view_of(x, "clamp");
-    switch (out.device().type) {
-        case DeviceType::cpu:
-            cpu::clamp(o, i, lo.value_or(-INFINITY), hi.value_or(INFINITY));
-            return out;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::clamp(o, i, lo.value_or(-INFINITY), hi.value_or(INFINITY), out.device().index);
-            return out;
-#endif
-            break;
-    }
-    unsupported_device("clamp", out.device());
+    const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+    dispatch({"clamp", out.device(), {&out, &x}}, [&] { cpu::clamp(o, i, l, h); },
+             [&](auto stream) { cuda::clamp(o, i, l, h, stream); });
+    return out;
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -313,16 +257,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const Tensor at = as_dtype(a, t), bt = as_dtype(b, t);  // alive while the views are used
     const View o = view_of(out, "where"), c = broadcast_view(cond, shape, "where");
     const View va = broadcast_view(at, shape, "where"), vb = broadcast_view(bt, shape, "where");
-    switch (out.device().type) {
-        case DeviceType::cpu: cpu::where(o, c, va, vb); return out;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            cuda::where(o, c, va, vb, out.device().index);
-            return out;
-#endif
-            break;
-    }
-    unsupported_device("where", out.device());
+    dispatch({"where", out.device(), {&out, &cond, &at, &bt}}, [&] { cpu::where(o, c, va, vb); },
+             [&](auto stream) { cuda::where(o, c, va, vb, stream); });
+    return out;
 }
 
 // ---- Named ops ----

@@ -1,4 +1,4 @@
-// Factories: allocate, then fill through the copy/random fronts.
+// Factories: allocate, then fill through the copy front or one dispatched random fill.
 #include "kernels/factories.h"
 
 #include <cmath>
@@ -8,7 +8,6 @@
 #include "kernels/copy.h"
 #include "kernels/front.h"
 #include "kernels/random.h"
-#include "kernels/cpu/loop.h"
 
 namespace ember {
 
@@ -70,16 +69,8 @@ Tensor rand(const Shape& shape, TensorOptions o, Generator* g) {
     const GeneratorState r = gen.reserve(kernels::uniform_blocks(t.numel(), o.dtype));
     const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "rand");
-    switch (o.device.type) {
-        case DeviceType::cpu: kernels::cpu::uniform(v, seed, first, 0.0, 1.0); break;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            kernels::cuda::uniform(v, seed, first, 0.0, 1.0, o.device.index);
-            break;
-#else
-            kernels::unsupported_device("rand", o.device);
-#endif
-    }
+    kernels::dispatch({"rand", o.device, {&t}}, [&] { kernels::cpu::uniform(v, seed, first, 0.0, 1.0); },
+                      [&](auto stream) { kernels::cuda::uniform(v, seed, first, 0.0, 1.0, stream); });
     return t;
 }
 
@@ -90,16 +81,8 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* g) {
     const GeneratorState r = gen.reserve(kernels::normal_blocks(t.numel()));
     const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "randn");
-    switch (o.device.type) {
-        case DeviceType::cpu: kernels::cpu::normal(v, seed, first, 0.0, 1.0); break;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            kernels::cuda::normal(v, seed, first, 0.0, 1.0, o.device.index);
-            break;
-#else
-            kernels::unsupported_device("randn", o.device);
-#endif
-    }
+    kernels::dispatch({"randn", o.device, {&t}}, [&] { kernels::cpu::normal(v, seed, first, 0.0, 1.0); },
+                      [&](auto stream) { kernels::cuda::normal(v, seed, first, 0.0, 1.0, stream); });
     return t;
 }
 
@@ -126,16 +109,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
     const GeneratorState r = gen.reserve(kernels::randint_blocks(t.numel(), range));
     const uint64_t seed = r.seed, first = r.offset;
     const kernels::View v = kernels::view_of(t, "randint");
-    switch (o.device.type) {
-        case DeviceType::cpu: kernels::cpu::randint(v, seed, first, low, range); break;
-        case DeviceType::cuda:
-#if EMBER_WITH_CUDA
-            kernels::cuda::randint(v, seed, first, low, range, o.device.index);
-            break;
-#else
-            kernels::unsupported_device("randint", o.device);
-#endif
-    }
+    kernels::dispatch({"randint", o.device, {&t}}, [&] { kernels::cpu::randint(v, seed, first, low, range); },
+                      [&](auto stream) { kernels::cuda::randint(v, seed, first, low, range, stream); });
     return t;
 }
 

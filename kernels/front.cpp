@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/math.h"
+
 namespace ember::kernels {
 
 View view_of(const Tensor& t, const char* op) {
@@ -39,6 +41,18 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     return out;
 }
 
+bool broadcastable(const Shape& a, const Shape& b) {
+    for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+        const int64_t x = a[a.size() - i], y = b[b.size() - i];
+        if (x != y && x != 1 && y != 1) return false;
+    }
+    return true;
+}
+
+DType acc_dtype(DType d) {
+    return visit_dtype(d, [](auto tag) { return dtype_of<math::Acc<typename decltype(tag)::type>>(); });
+}
+
 std::string describe(const Tensor& t) {
     if (!t.defined()) return "undefined";
     return str(dtype_name(t.dtype()), " ", shape_str(t.shape()), " on ", t.device());
@@ -69,12 +83,6 @@ bool overlaps_differently(const Tensor& a, const Tensor& b) {
 
 Tensor unaliased(const Tensor& t, const Tensor& dst) {
     return overlaps_differently(dst, t) ? clone(t) : t;
-}
-
-void unsupported_device(const char* op, Device d) {
-    if (d.is_cuda() && !cuda_built())
-        EMBER_FAIL(op, ": tensor is on ", d, " but ember was built without CUDA");
-    EMBER_FAIL(op, ": not implemented for ", d);
 }
 
 }  // namespace ember::kernels

@@ -1,12 +1,13 @@
 // Helpers for front functions (kernels/<family>.cpp), the only kernel-level
 // code that sees Tensor: argument checks with clear messages, broadcasting,
-// and the Tensor -> View conversion handed to the backends.
+// the Tensor -> View conversion handed to the backends, and the dispatch.
 #pragma once
 
 #include <initializer_list>
 #include <string>
 
 #include "core/tensor.h"
+#include "kernels/dispatch.h"
 #include "kernels/view.h"
 
 namespace ember::kernels {
@@ -18,6 +19,13 @@ View broadcast_view(const Tensor& t, const Shape& shape, const char* op);
 
 /// Broadcast result shape (NumPy rules); error names the op and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+/// Whether shapes a and b broadcast together (NumPy rules), without throwing.
+bool broadcastable(const Shape& a, const Shape& b);
+
+/// The dtype arithmetic on `d` happens in: math::Acc's host twin (f32 for
+/// f16/bf16, `d` itself otherwise). Statistics, losses and products of half
+/// inputs are kept in it.
+DType acc_dtype(DType d);
 
 /// Throws unless all tensors are defined and on the same device.
 void check_same_device(std::initializer_list<const Tensor*> ts, const char* op);
@@ -37,8 +45,5 @@ Tensor unaliased(const Tensor& t, const Tensor& dst);
 /// Options for a new tensor like `t` (same device) with `dtype`.
 inline TensorOptions like(const Tensor& t, DType dtype) { return {dtype, t.device(), false}; }
 inline TensorOptions like(const Tensor& t) { return like(t, t.dtype()); }
-
-/// Error for a device the op has no kernel for (built without CUDA, say).
-[[noreturn]] void unsupported_device(const char* op, Device d);
 
 }  // namespace ember::kernels

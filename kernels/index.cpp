@@ -1,6 +1,7 @@
 // Front for the indexing ops: argument checks, output allocation, and the
 // stride-0 views that turn index_select and embedding into one gather kernel
-// and index_add into a scatter_add. Kernels: kernels/cpu/index.cpp.
+// and index_add into a scatter_add, then one call through the dispatch.
+// Kernels: kernels/cpu/index.cpp.
 #include "kernels/index.h"
 #include "kernels/copy.h"
 
@@ -59,17 +60,17 @@ View spread_index(const Tensor& index, const Shape& shape, int64_t dim, const ch
 void run_gather(const char* op, const Tensor& out, const View& in, const View& index,
                 const Tensor& input, int64_t dim, const char* what, const Tensor& index_tensor) {
     std::optional<int64_t> bad;
-    switch (out.device().type) {
-        case DeviceType::cpu:
-            if (out.numel() > 0)
-                bad = cpu::gather(view_of(out, op), in, index, input.stride(dim), input.size(dim));
-            else if (index_tensor.numel() > 0)
-                bad = cpu::find_bad_index(view_of(index_tensor, op), input.size(dim));
-            break;
-        case DeviceType::cuda:
-            // cuda::gather goes here; it reports a bad index through a device flag.
-            unsupported_device(op, out.device());
-    }
+    const View o = view_of(out, op), all = view_of(index_tensor, op);
+    const int64_t stride = input.stride(dim), size = input.size(dim);
+    // CUDA: cuda::gather reports a bad index through the device error flag.
+    dispatch({op, out.device(), {&out, &input, &index_tensor}},
+             [&] {
+                 if (out.numel() > 0)
+                     bad = cpu::gather(o, in, index, stride, size);
+                 else if (index_tensor.numel() > 0)
+                     bad = cpu::find_bad_index(all, size);
+             },
+             no_kernel);
     if (bad) bad_index(op, *bad, dim, what, input);
 }
 
@@ -81,19 +82,17 @@ void run_scatter_add(const char* op, const Tensor& self, int64_t dim, const View
         EMBER_CHECK(self.stride(d) != 0 || self.size(d) <= 1, op, ": self ", describe(self),
                     " has stride 0 in dim ", d, " (an expanded tensor); write into a clone");
     if (index.numel() == 0) return;
-    switch (self.device().type) {
-        case DeviceType::cpu: {
-            if (auto bad = cpu::find_bad_index(index, self.size(dim)))
-                bad_index(op, *bad, dim, "self", self);
-            View s = view_of(src, op);
-            for (int d = 0; d < s.ndim; ++d) s.shape[d] = index.shape[d];  // the part index covers
-            cpu::scatter_add(view_of(self, op), index, s, int(dim));
-            break;
-        }
-        case DeviceType::cuda:
-            // cuda::scatter_add goes here (deterministic: one thread per line along dim).
-            unsupported_device(op, self.device());
-    }
+    View s = view_of(src, op);
+    for (int d = 0; d < s.ndim; ++d) s.shape[d] = index.shape[d];  // the part index covers
+    const View out = view_of(self, op);
+    // CUDA: cuda::scatter_add, deterministic (one thread per line along dim).
+    dispatch({op, self.device(), {&self, &src}},
+             [&] {
+                 if (auto bad = cpu::find_bad_index(index, self.size(dim)))
+                     bad_index(op, *bad, dim, "self", self);
+                 cpu::scatter_add(out, index, s, int(dim));
+             },
+             no_kernel);
     self.storage()->bump_version();
 }
 

@@ -9,6 +9,14 @@
 
 namespace ember::kernels {
 
+/// The class count, the smoothing and the ignored target of one cross-entropy
+/// call, as both backends' kernels take them.
+struct CrossEntropyArgs {
+    int64_t classes;
+    double label_smoothing;
+    int64_t ignore_index;
+};
+
 /// What cross_entropy_forward returns. Both are [N], f32 for f32/f16/bf16
 /// logits and f64 for f64 logits.
 struct CrossEntropyForward {

@@ -1,6 +1,6 @@
 // Front for the matrix products: argument checks (shapes, dtypes and devices
 // in the message), torch.matmul's promotion of 1-d operands and broadcasting
-// of batch dims, output allocation, then a plain switch on the device. Every
+// of batch dims, output allocation, then one call through the dispatch. Every
 // product funnels into `product`, which funnels into one backend call.
 #include "kernels/matmul.h"
 
@@ -13,9 +13,6 @@
 namespace ember::kernels {
 
 namespace {
-
-// f16/bf16 are multiplied in f32 and rounded once at the end.
-DType compute_dtype(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
 
 // All operands defined, on one device, of one dtype the products support.
 void check_operands(std::initializer_list<const Tensor*> ts, const char* op) {
@@ -31,20 +28,12 @@ void check_operands(std::initializer_list<const Tensor*> ts, const char* op) {
 
 Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
-bool broadcastable(const Shape& x, const Shape& y) {
-    for (size_t i = 1; i <= std::min(x.size(), y.size()); ++i) {
-        const int64_t p = x[x.size() - i], q = y[y.size() - i];
-        if (p != q && p != 1 && q != 1) return false;
-    }
-    return true;
-}
-
 // t ready for the GEMM, in dtype `ct`: read in place when one of its matrix
 // strides is 1 (a transposed view included); a copy only when neither is.
 Tensor gemm_operand(const Tensor& t, DType ct) {
     if (t.dtype() != ct) return cast(t, ct);  // contiguous already
     const int64_t n = t.dim();
-    if (cpu::matrix_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)))
+    if (matrix_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)))
         return t;
     return contiguous(t);
 }
@@ -52,16 +41,12 @@ Tensor gemm_operand(const Tensor& t, DType ct) {
 // out (=|+=) a · b on out's device; the operands' batch dims already agree.
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate,
                const char* op) {
-    switch (out.device().type) {
-        case DeviceType::cpu:
-            cpu::matmul(view_of(out, op), view_of(a, op), view_of(b, op), accumulate);
-            return;
-        case DeviceType::cuda:
-            // cuBLAS goes here: cublasGemmStridedBatchedEx when the batch strides
-            // are uniform, cublasLt with a bias epilogue for addmm/linear.
-            break;
-    }
-    unsupported_device(op, out.device());
+    const View o = view_of(out, op), va = view_of(a, op), vb = view_of(b, op);
+    const double flops = 2.0 * double(out.numel()) * double(a.size(-1));
+    // CUDA: cuBLAS (cublasGemmStridedBatchedEx when the batch strides are
+    // uniform, cuBLASLt with a bias epilogue for addmm/linear) takes no_kernel.
+    dispatch({op, out.device(), {&out, &a, &b}, flops},
+             [&] { cpu::matmul(o, va, vb, accumulate); }, no_kernel);
 }
 
 // a · b (+ c) for operands of >= 2 dims whose batch dims broadcast; c, when
@@ -85,7 +70,7 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
                     op, ": ", describe(c), " does not broadcast to the product's shape ",
                     shape_str(shape));
 
-    const DType dt = a.dtype(), ct = compute_dtype(dt);
+    const DType dt = a.dtype(), ct = acc_dtype(dt);  // f16/bf16: f32, rounded once at the end
     Tensor out = empty(shape, like(a, ct));
     if (c.defined()) copy(out, c);
     if (out.numel() > 0)

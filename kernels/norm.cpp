@@ -1,6 +1,6 @@
 // Front for batch norm and layer norm: argument checks with the shapes in the
 // message, x brought to a contiguous [N, C, S] or [R, M], allocation of the
-// outputs and saved statistics, and the switch on the device. Kernels:
+// outputs and saved statistics, and one call through the dispatch. Kernels:
 // kernels/cpu/norm.cpp.
 #include "kernels/norm.h"
 #include "kernels/copy.h"
@@ -14,9 +14,6 @@
 namespace ember::kernels {
 
 namespace {
-
-// Saved statistics of half-precision inputs are f32, as PyTorch keeps them.
-DType acc_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
 
 View optional_view(const Tensor& t, const char* op) {
     return t.defined() ? view_of(t, op) : View{};
@@ -114,25 +111,26 @@ BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const
     const TensorOptions stats = like(x, acc_dtype(x.dtype()));
     BatchNormForward r{empty(x.shape(), like(x)), empty({C}, stats), empty({C}, stats)};
     if (C == 0) return r;
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            // perf: a strided input is copied first; the kernel reads contiguous planes.
-            const Tensor xc = contiguous(x);
-            cpu::batch_norm_forward(
-                ncs_view(r.output, op), view_of(r.save_mean, op), view_of(r.save_invstd, op),
-                ncs_view(xc, op), optional_view(weight, op), optional_view(bias, op),
-                optional_view(running_mean, op), optional_view(running_var, op), momentum, eps);
-            if (running_mean.defined()) {
-                running_mean.storage()->bump_version();
-                running_var.storage()->bump_version();
-            }
-            return r;
-        }
-        case DeviceType::cuda:
-            // cuda::batch_norm_forward goes here (a two-pass per-channel reduction).
-            break;
+    // perf: a strided input is copied first; the kernel reads contiguous planes.
+    const Tensor xc = contiguous(x);
+    const BatchNormArgs a{.out = ncs_view(r.output, op),
+                          .save_mean = view_of(r.save_mean, op),
+                          .save_invstd = view_of(r.save_invstd, op),
+                          .x = ncs_view(xc, op),
+                          .weight = optional_view(weight, op),
+                          .bias = optional_view(bias, op),
+                          .running_mean = optional_view(running_mean, op),
+                          .running_var = optional_view(running_var, op),
+                          .momentum = momentum,
+                          .eps = eps};
+    dispatch({op, x.device(), {&r.output, &r.save_mean, &r.save_invstd, &xc, &weight, &bias,
+                               &running_mean, &running_var}},
+             [&] { cpu::batch_norm_forward(a); }, no_kernel);
+    if (running_mean.defined()) {
+        running_mean.storage()->bump_version();
+        running_var.storage()->bump_version();
     }
-    unsupported_device(op, x.device());
+    return r;
 }
 
 Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -147,19 +145,17 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
     check_eps(op, eps);
     Tensor out = empty(x.shape(), like(x));
     if (out.numel() == 0) return out;
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            const Tensor xc = contiguous(x);  // perf: strided input copied first
-            cpu::batch_norm_inference(ncs_view(out, op), ncs_view(xc, op),
-                                      optional_view(weight, op), optional_view(bias, op),
-                                      view_of(running_mean, op), view_of(running_var, op), eps);
-            return out;
-        }
-        case DeviceType::cuda:
-            // cuda::batch_norm_inference goes here (an elementwise affine per channel).
-            break;
-    }
-    unsupported_device(op, x.device());
+    const Tensor xc = contiguous(x);  // perf: strided input copied first
+    const BatchNormArgs a{.out = ncs_view(out, op),
+                          .x = ncs_view(xc, op),
+                          .weight = optional_view(weight, op),
+                          .bias = optional_view(bias, op),
+                          .running_mean = view_of(running_mean, op),
+                          .running_var = view_of(running_var, op),
+                          .eps = eps};
+    dispatch({op, x.device(), {&out, &xc, &weight, &bias, &running_mean, &running_var}},
+             [&] { cpu::batch_norm_inference(a); }, no_kernel);
+    return out;
 }
 
 NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
@@ -177,21 +173,20 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
         if (r.bias.defined()) fill(r.bias, 0);
         return r;
     }
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            // perf: strided inputs are copied first.
-            const Tensor xc = contiguous(x), gc = contiguous(grad_y);
-            cpu::batch_norm_backward(r.input.defined() ? ncs_view(r.input, op) : View{},
-                                     optional_view(r.weight, op), optional_view(r.bias, op),
-                                     ncs_view(gc, op), ncs_view(xc, op), optional_view(weight, op),
-                                     view_of(save_mean, op), view_of(save_invstd, op));
-            return r;
-        }
-        case DeviceType::cuda:
-            // cuda::batch_norm_backward goes here.
-            break;
-    }
-    unsupported_device(op, x.device());
+    // perf: strided inputs are copied first.
+    const Tensor xc = contiguous(x), gc = contiguous(grad_y);
+    const BatchNormBackwardArgs a{r.input.defined() ? ncs_view(r.input, op) : View{},
+                                  optional_view(r.weight, op),
+                                  optional_view(r.bias, op),
+                                  ncs_view(gc, op),
+                                  ncs_view(xc, op),
+                                  optional_view(weight, op),
+                                  view_of(save_mean, op),
+                                  view_of(save_invstd, op)};
+    dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &weight, &save_mean,
+                               &save_invstd}},
+             [&] { cpu::batch_norm_backward(a); }, no_kernel);
+    return r;
 }
 
 namespace {
@@ -217,9 +212,9 @@ Shape stats_shape(const Tensor& x, size_t axis) {
     return s;
 }
 
-// A parameter of normalized_shape as a 1-d View of its M elements.
-View flat_param(const Tensor& t, int64_t m, const char* op) {
-    return t.defined() ? view_of(views::reshape(contiguous(t), {m}), op) : View{};
+// A parameter of normalized_shape as 1-d of its M elements (undefined stays undefined).
+Tensor flat_param(const Tensor& t, int64_t m) {
+    return t.defined() ? views::view(contiguous(t), {m}) : t;
 }
 
 }  // namespace
@@ -238,19 +233,18 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
         return r;
     }
     const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            const Tensor xc = contiguous(x);  // perf: strided input copied first
-            cpu::layer_norm_forward(view_of(views::view(r.output, {R, M}), op), view_of(r.mean, op),
-                                    view_of(r.rstd, op), view_of(views::view(xc, {R, M}), op),
-                                    flat_param(weight, M, op), flat_param(bias, M, op), eps);
-            return r;
-        }
-        case DeviceType::cuda:
-            // cuda::layer_norm_forward goes here (one warp or block per row).
-            break;
-    }
-    unsupported_device(op, x.device());
+    const Tensor xc = contiguous(x);  // perf: strided input copied first
+    const Tensor w = flat_param(weight, M), b = flat_param(bias, M);
+    const LayerNormArgs a{view_of(views::view(r.output, {R, M}), op),
+                          view_of(r.mean, op),
+                          view_of(r.rstd, op),
+                          view_of(views::view(xc, {R, M}), op),
+                          optional_view(w, op),
+                          optional_view(b, op),
+                          eps};
+    dispatch({op, x.device(), {&r.output, &r.mean, &r.rstd, &xc, &w, &b}},
+             [&] { cpu::layer_norm_forward(a); }, no_kernel);
+    return r;
 }
 
 NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape& normalized_shape,
@@ -270,23 +264,18 @@ NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape
         return r;
     }
     const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            // perf: strided inputs are copied first.
-            const Tensor xc = contiguous(x), gc = contiguous(grad_y);
-            const Tensor m = contiguous(mean), s = contiguous(rstd);
-            cpu::layer_norm_backward(r.input.defined() ? view_of(views::view(r.input, {R, M}), op) : View{},
-                                     r.weight.defined() ? view_of(views::view(r.weight, {M}), op) : View{},
-                                     r.bias.defined() ? view_of(views::view(r.bias, {M}), op) : View{},
-                                     view_of(views::view(gc, {R, M}), op), view_of(views::view(xc, {R, M}), op),
-                                     flat_param(weight, M, op), view_of(m, op), view_of(s, op));
-            return r;
-        }
-        case DeviceType::cuda:
-            // cuda::layer_norm_backward goes here.
-            break;
-    }
-    unsupported_device(op, x.device());
+    // perf: strided inputs are copied first.
+    const Tensor xc = contiguous(x), gc = contiguous(grad_y), w = flat_param(weight, M);
+    const Tensor m = contiguous(mean), s = contiguous(rstd);
+    auto rows = [&](const Tensor& t, Shape shape) {
+        return t.defined() ? view_of(views::view(t, shape), op) : View{};
+    };
+    const LayerNormBackwardArgs a{rows(r.input, {R, M}), rows(r.weight, {M}), rows(r.bias, {M}),
+                                  rows(gc, {R, M}),      rows(xc, {R, M}),    optional_view(w, op),
+                                  view_of(m, op),        view_of(s, op)};
+    dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &w, &m, &s}},
+             [&] { cpu::layer_norm_backward(a); }, no_kernel);
+    return r;
 }
 
 }  // namespace ember::kernels

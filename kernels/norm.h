@@ -7,8 +7,48 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/view.h"
 
 namespace ember::kernels {
+
+// ---- What the kernels take (both backends) ----
+// Batch norm: x, out, grad_y and grad_input are contiguous 3-d [N, C, S] (S:
+// the trailing dims flattened). Layer norm: contiguous 2-d [R, M] (M: the
+// normalized dims flattened). Per-channel or per-column vectors (weight,
+// bias, running stats, weight and bias gradients) are 1-d of any floating
+// dtype and stride; a View with data == nullptr is absent (weight 1, bias 0,
+// no running stats, gradient not wanted). Saved statistics (save_mean,
+// save_invstd, mean, rstd) are contiguous in the statistics dtype: f64 for
+// f64 x, else f32. Sums run in f64 in an order that depends on the shape only.
+
+/// One batch norm forward. Training: writes out, save_mean and save_invstd
+/// (N·S >= 2) and updates running_mean / running_var in place when present
+/// (unbiased variance for running_var). Inference: out from the running
+/// statistics; save_* and momentum are unused.
+struct BatchNormArgs {
+    View out, save_mean, save_invstd, x, weight, bias, running_mean, running_var;
+    double momentum = 0, eps = 0;
+};
+
+/// One batch norm backward (training mode); grad_input ([N, C, S]),
+/// grad_weight and grad_bias may each be absent.
+struct BatchNormBackwardArgs {
+    View grad_input, grad_weight, grad_bias, grad_y, x, weight, save_mean, save_invstd;
+};
+
+/// One layer norm forward over rows of x [R, M]: writes out, mean and rstd [R].
+struct LayerNormArgs {
+    View out, mean, rstd, x, weight, bias;
+    double eps = 0;
+};
+
+/// One layer norm backward; grad_input ([R, M]), grad_weight and grad_bias
+/// ([M]) may each be absent.
+struct LayerNormBackwardArgs {
+    View grad_input, grad_weight, grad_bias, grad_y, x, weight, mean, rstd;
+};
+
+// ---- Fronts ----
 
 // Common rules below. x: f32, f64, f16 or bf16, any strides (a strided input
 // is copied first); outputs and input gradients are new contiguous tensors of

@@ -1,6 +1,6 @@
 // Fronts for 2-d pooling and its backwards: window checks with PyTorch's
-// rules and messages that name the input, output sizes, allocation, and a
-// switch on the device. A 3-d [C, H, W] input is pooled as a batch of one.
+// rules and messages that name the input, output sizes, allocation, and one
+// call through the dispatch. A 3-d [C, H, W] input is pooled as a batch of one.
 #include "kernels/pool.h"
 
 #include <optional>
@@ -40,7 +40,7 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
 }
 
 // Checks a window and returns it with the output shape [N, C, OH, OW] of the 4-d input x.
-cpu::Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding,
+Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding,
                               Int2 dilation, bool ceil_mode, const char* op, Shape* out) {
     if (stride[0] == 0 && stride[1] == 0) stride = kernel;
     EMBER_CHECK(kernel[0] >= 1 && kernel[1] >= 1 && stride[0] >= 1 && stride[1] >= 1 &&
@@ -131,19 +131,14 @@ MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 p
     check_input(input, "max_pool2d");
     const Tensor x = batched(input);
     Shape shape;
-    const cpu::Pool2dWindow w =
+    const Pool2dWindow w =
         make_window(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d", &shape);
     Tensor values = empty(shape, like(x)), indices = empty(shape, like(x, DType::i64));
     if (values.numel() > 0) {
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::max_pool2d(view_of(values), view_of(indices), view_of(x), w);
-                break;
-            case DeviceType::cuda:
-                // cudnnPoolingForward cannot return indices: a hand-written
-                // kernel (one thread per output) goes here.
-                unsupported_device("max_pool2d", x.device());
-        }
+        const View v = view_of(values), i = view_of(indices), in = view_of(x);
+        // CUDA: a hand-written kernel (cuDNN's pooling returns no indices).
+        dispatch({"max_pool2d", x.device(), {&values, &indices, &x}},
+                 [&] { cpu::max_pool2d(v, i, in, w); }, no_kernel);
     }
     return {unbatched(values, input), unbatched(indices, input)};
 }
@@ -153,18 +148,13 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding, b
     check_input(input, "avg_pool2d");
     const Tensor x = batched(input);
     Shape shape;
-    const cpu::Pool2dWindow w =
+    const Pool2dWindow w =
         make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d", &shape);
     Tensor out = empty(shape, like(x));
     if (out.numel() > 0) {
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::avg_pool2d(view_of(out), view_of(x), w, count_include_pad);
-                break;
-            case DeviceType::cuda:
-                // cudnnPoolingForward (AVERAGE_COUNT_INCLUDE/EXCLUDE_PADDING) goes here.
-                unsupported_device("avg_pool2d", x.device());
-        }
+        const View o = view_of(out), in = view_of(x);
+        dispatch({"avg_pool2d", x.device(), {&out, &x}},
+                 [&] { cpu::avg_pool2d(o, in, w, count_include_pad); }, no_kernel);
     }
     return unbatched(out, input);
 }
@@ -178,14 +168,9 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
                 " has an empty plane");
     Tensor out = empty({x.size(0), x.size(1), output_size[0], output_size[1]}, like(x));
     if (out.numel() > 0) {
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::adaptive_avg_pool2d(view_of(out), view_of(x));
-                break;
-            case DeviceType::cuda:
-                // A hand-written kernel goes here (the windows overlap, cuDNN has none).
-                unsupported_device("adaptive_avg_pool2d", x.device());
-        }
+        const View o = view_of(out), in = view_of(x);
+        dispatch({"adaptive_avg_pool2d", x.device(), {&out, &x}},
+                 [&] { cpu::adaptive_avg_pool2d(o, in); }, no_kernel);
     }
     return unbatched(out, input);
 }
@@ -203,16 +188,12 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const
     Tensor dx = grad_buffer(x);
     if (dx.numel() > 0) {
         std::optional<int64_t> bad;
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                bad = cpu::max_pool2d_backward(view_of(dx), view_of(dy), view_of(idx));
-                break;
-            case DeviceType::cuda:
-                // A hand-written kernel goes here: one thread per (n, c)
-                // plane's outputs, or one per input element checking the
-                // windows over it; atomicAdd would not be deterministic.
-                unsupported_device(op, x.device());
-        }
+        const View gx = view_of(dx), gy = view_of(dy), vi = view_of(idx);
+        // CUDA: one thread per input element summing the windows over it
+        // (atomicAdd would not be deterministic); bad indices through the
+        // device error flag.
+        dispatch({op, x.device(), {&dx, &dy, &idx}},
+                 [&] { bad = cpu::max_pool2d_backward(gx, gy, vi); }, no_kernel);
         if (bad)
             EMBER_FAIL(op, ": index ", *bad, " in indices ", describe(indices), " is outside the ",
                        x.size(2), "x", x.size(3), " plane of input ", describe(input));
@@ -226,20 +207,15 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, Int2 
     check_grad(grad_output, input, op);
     const Tensor x = batched(input);
     Shape shape;
-    const cpu::Pool2dWindow w =
+    const Pool2dWindow w =
         make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, op, &shape);
     check_output_shape(grad_output, input, shape, "avg_pool2d", op);
     const Tensor dy = batched(grad_output);
     Tensor dx = grad_buffer(x);
     if (dx.numel() > 0) {
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::avg_pool2d_backward(view_of(dx), view_of(dy), w, count_include_pad);
-                break;
-            case DeviceType::cuda:
-                // cudnnPoolingBackward (AVERAGE_COUNT_INCLUDE/EXCLUDE_PADDING) goes here.
-                unsupported_device(op, x.device());
-        }
+        const View gx = view_of(dx), gy = view_of(dy);
+        dispatch({op, x.device(), {&dx, &dy}},
+                 [&] { cpu::avg_pool2d_backward(gx, gy, w, count_include_pad); }, no_kernel);
     }
     return finish(dx, input);
 }
@@ -255,15 +231,9 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& inp
                 " has an empty plane");
     Tensor dx = grad_buffer(x);
     if (dx.numel() > 0) {
-        switch (x.device().type) {
-            case DeviceType::cpu:
-                cpu::adaptive_avg_pool2d_backward(view_of(dx), view_of(dy));
-                break;
-            case DeviceType::cuda:
-                // A hand-written kernel goes here (one thread per input element
-                // summing the windows over it: no atomics).
-                unsupported_device(op, x.device());
-        }
+        const View gx = view_of(dx), gy = view_of(dy);
+        dispatch({op, x.device(), {&dx, &dy}},
+                 [&] { cpu::adaptive_avg_pool2d_backward(gx, gy); }, no_kernel);
     }
     return finish(dx, input);
 }

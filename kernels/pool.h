@@ -13,6 +13,13 @@ namespace ember::kernels {
 /// A (height, width) pair; the same alias as in kernels/conv.h.
 using Int2 = std::array<int64_t, 2>;
 
+/// A pooling window, as both backends take it: kernel (kh, kw), stride
+/// (sh, sw), implicit padding (ph, pw) and dilation (dh, dw).
+struct Pool2dWindow {
+    int64_t kh, kw, sh, sw, ph, pw;
+    int64_t dh = 1, dw = 1;
+};
+
 /// What max_pool2d returns: the maxima and, for each, the flat index y·W + x
 /// of the chosen element within its H×W input plane (i64), as PyTorch.
 struct MaxPool2dResult {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/cuda_context.h"
 #include "core/generator.h"
 #include "kernels/view.h"
 
@@ -26,11 +27,11 @@ void randint(const View& out, uint64_t seed, uint64_t first_block, int64_t low, 
 
 namespace cuda {
 void uniform(const View& out, uint64_t seed, uint64_t first_block, double low, double high,
-             int device);
+             StreamRef stream);
 void normal(const View& out, uint64_t seed, uint64_t first_block, double mean, double std,
-            int device);
+            StreamRef stream);
 void randint(const View& out, uint64_t seed, uint64_t first_block, int64_t low, uint64_t range,
-             int device);
+             StreamRef stream);
 }  // namespace cuda
 
 }  // namespace ember::kernels

@@ -1,6 +1,6 @@
 // Front for the reductions: argument checks, output allocation, bringing the
-// input into the [outer, size, inner] layout the kernels take, and the switch
-// on the device.
+// input into the [outer, size, inner] layout the kernels take, and one call
+// through the dispatch.
 #include "kernels/reduce.h"
 #include "kernels/copy.h"
 
@@ -52,9 +52,9 @@ Reduction parse_dims(const Tensor& x, const Shape& dims, bool keepdim, const cha
 // [outer, size, inner] when, walking `order` (dims of size > 1), the reduced
 // dims are consecutive and the kept dims come in increasing (logical) order, so
 // that the output [outer, inner] is laid out like the contiguous result.
-std::optional<cpu::ReduceShape> as_block(const Tensor& x, const std::vector<int64_t>& order,
+std::optional<ReduceShape> as_block(const Tensor& x, const std::vector<int64_t>& order,
                                          const std::vector<bool>& reduced) {
-    cpu::ReduceShape s;
+    ReduceShape s;
     int phase = 0;  // 0: before the reduced block, 1: in it, 2: after it
     int64_t last_kept = -1;
     for (int64_t d : order) {
@@ -79,7 +79,7 @@ std::optional<cpu::ReduceShape> as_block(const Tensor& x, const std::vector<int6
 
 struct Plan {
     Tensor src;  // dense, in the order the shape below walks
-    cpu::ReduceShape shape;
+    ReduceShape shape;
 };
 
 // The kernels' view of a planned source: a flat buffer (its dims may be
@@ -123,31 +123,36 @@ Plan plan_layout(const Tensor& x, const std::vector<bool>& reduced) {
     return p;
 }
 
-// The shared path of the dims reductions: `empty_value` is the result of
-// reducing nothing (none: an error), `kernel(out, in, shape)` the CPU kernel.
-template <class CpuKernel>
-Tensor reduce(const char* op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype,
-              std::optional<double> empty_value, CpuKernel kernel) {
+// A dims reduction made ready for its kernel: the output, and unless it is
+// already done (empty output, or nothing to reduce), the planned input.
+struct Prepared {
+    Tensor out;
+    bool done = false;
+    Plan plan;
+    View o, in;
+};
+
+// The shared front of the dims reductions: `empty_value` is the result of
+// reducing nothing (none: an error).
+Prepared prepare(const char* op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype,
+                 std::optional<double> empty_value) {
     const Reduction r = parse_dims(x, dims, keepdim, op);
-    Tensor out = empty(r.out_shape, like(x, out_dtype));
-    if (out.numel() == 0) return out;
+    Prepared p{empty(r.out_shape, like(x, out_dtype))};
+    if (p.out.numel() == 0) {
+        p.done = true;
+        return p;
+    }
     if (r.size == 0) {
         EMBER_CHECK(empty_value.has_value(), op, ": cannot reduce over an empty dim of input ",
                     describe(x), " (dims ", shape_str(dims), ")");
-        fill(out, *empty_value);
-        return out;
+        fill(p.out, *empty_value);
+        p.done = true;
+        return p;
     }
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            const Plan p = plan_layout(x, r.reduced);
-            kernel(view_of(out, op), flat_view(p, op), p.shape);
-            return out;
-        }
-        case DeviceType::cuda:
-            // cuda::<op>(out, src, shape, stream) goes here, on the same plan_layout.
-            break;
-    }
-    unsupported_device(op, x.device());
+    p.plan = plan_layout(x, r.reduced);
+    p.o = view_of(p.out, op);
+    p.in = flat_view(p.plan, op);
+    return p;
 }
 
 ValuesIndices extreme(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool is_max,
@@ -159,19 +164,12 @@ ValuesIndices extreme(const char* op, const Tensor& x, int64_t dim, bool keepdim
     if (res.indices.numel() == 0) return res;
     EMBER_CHECK(r.size > 0, op, ": cannot reduce over dim ", dim, " of size 0 of input ",
                 describe(x));
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            const Plan p = plan_layout(x, r.reduced);
-            const View values = want_values ? view_of(res.values, op) : View{};
-            (is_max ? cpu::max : cpu::min)(values, view_of(res.indices, op), flat_view(p, op),
-                                           p.shape);
-            return res;
-        }
-        case DeviceType::cuda:
-            // cuda::max / cuda::min go here.
-            break;
-    }
-    unsupported_device(op, x.device());
+    const Plan p = plan_layout(x, r.reduced);
+    const View values = want_values ? view_of(res.values, op) : View{};
+    const View indices = view_of(res.indices, op), in = flat_view(p, op);
+    dispatch({op, x.device(), {&res.values, &res.indices, &p.src}},
+             [&] { (is_max ? cpu::max : cpu::min)(values, indices, in, p.shape); }, no_kernel);
+    return res;
 }
 
 Tensor arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
@@ -185,53 +183,77 @@ Tensor arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, 
 
 }  // namespace
 
+// Each reduction: its checks, prepare(), then one dispatch. The CUDA kernels
+// take the no_kernel slots, on the same planned layout.
+
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "sum: undefined tensor");
-    const DType out = is_floating(x.dtype()) ? x.dtype() : DType::i64;
-    return reduce("sum", x, dims, keepdim, out, 0.0, cpu::sum);
+    const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+    const Prepared p = prepare("sum", x, dims, keepdim, dt, 0.0);
+    if (!p.done)
+        dispatch({"sum", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::sum(p.o, p.in, p.plan.shape); }, no_kernel);
+    return p.out;
 }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "mean: undefined tensor");
     check_floating(x, "mean");
-    return reduce("mean", x, dims, keepdim, x.dtype(), NAN, cpu::mean);
+    const Prepared p = prepare("mean", x, dims, keepdim, x.dtype(), NAN);
+    if (!p.done)
+        dispatch({"mean", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::mean(p.o, p.in, p.plan.shape); }, no_kernel);
+    return p.out;
 }
 
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+Tensor norm(const Tensor& x, double ord, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "norm: undefined tensor");
     check_floating(x, "norm");
-    EMBER_CHECK(p == 1 || p == 2 || (std::isinf(p) && p > 0), "norm: p must be 1, 2 or inf, got ",
-                p, " for input ", describe(x));
-    return reduce("norm", x, dims, keepdim, x.dtype(), 0.0,
-                  [p](const View& o, const View& i, cpu::ReduceShape s) { cpu::norm(o, i, s, p); });
+    EMBER_CHECK(ord == 1 || ord == 2 || (std::isinf(ord) && ord > 0),
+                "norm: p must be 1, 2 or inf, got ", ord, " for input ", describe(x));
+    const Prepared p = prepare("norm", x, dims, keepdim, x.dtype(), 0.0);
+    if (!p.done)
+        dispatch({"norm", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::norm(p.o, p.in, p.plan.shape, ord); }, no_kernel);
+    return p.out;
 }
 
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
     EMBER_CHECK(x.defined(), "var: undefined tensor");
     check_floating(x, "var");
-    return reduce("var", x, dims, keepdim, x.dtype(), NAN,
-                  [correction](const View& o, const View& i, cpu::ReduceShape s) {
-                      cpu::var(o, i, s, correction);
-                  });
+    const Prepared p = prepare("var", x, dims, keepdim, x.dtype(), NAN);
+    if (!p.done)
+        dispatch({"var", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::var(p.o, p.in, p.plan.shape, correction); }, no_kernel);
+    return p.out;
 }
 
 Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
     EMBER_CHECK(x.defined(), "std: undefined tensor");
     check_floating(x, "std");
-    return reduce("std", x, dims, keepdim, x.dtype(), NAN,
-                  [correction](const View& o, const View& i, cpu::ReduceShape s) {
-                      cpu::std(o, i, s, correction);
-                  });
+    const Prepared p = prepare("std", x, dims, keepdim, x.dtype(), NAN);
+    if (!p.done)
+        dispatch({"std", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::std(p.o, p.in, p.plan.shape, correction); }, no_kernel);
+    return p.out;
 }
 
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "amax: undefined tensor");
-    return reduce("amax", x, dims, keepdim, x.dtype(), std::nullopt, cpu::amax);
+    const Prepared p = prepare("amax", x, dims, keepdim, x.dtype(), std::nullopt);
+    if (!p.done)
+        dispatch({"amax", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::amax(p.o, p.in, p.plan.shape); }, no_kernel);
+    return p.out;
 }
 
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "amin: undefined tensor");
-    return reduce("amin", x, dims, keepdim, x.dtype(), std::nullopt, cpu::amin);
+    const Prepared p = prepare("amin", x, dims, keepdim, x.dtype(), std::nullopt);
+    if (!p.done)
+        dispatch({"amin", x.device(), {&p.out, &p.plan.src}},
+                 [&] { cpu::amin(p.o, p.in, p.plan.shape); }, no_kernel);
+    return p.out;
 }
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {

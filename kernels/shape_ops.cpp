@@ -1,5 +1,5 @@
 // Front for cat, stack, split and chunk: list and shape checks, dtype
-// promotion, output allocation and the device switch for cat. split and chunk
+// promotion, output allocation and one dispatch for cat. split and chunk
 // are views and never touch elements. Kernel: kernels/cpu/shape_ops.cpp.
 #include "kernels/shape_ops.h"
 
@@ -50,25 +50,20 @@ Tensor cat_impl(const std::vector<Tensor>& tensors, int64_t dim, const char* op)
     }
 
     Tensor out = empty(shape, like(ref, dtype));
-    switch (out.device().type) {
-        case DeviceType::cpu: {
-            std::vector<View> inputs;
-            for (size_t i : used) inputs.push_back(view_of(tensors[i], op));
-            cpu::cat(view_of(out, op), inputs, int(dim));
-            break;
-        }
-        case DeviceType::cuda: {
-            // cuda::cat (one launch for all inputs) goes here; until then one
-            // copy per input into its slice works wherever copy does.
-            int64_t at = 0;
-            for (size_t i : used) {
-                const Tensor& t = tensors[i];
-                copy(views::narrow(out, dim, at, t.size(dim)), t);
-                at += t.size(dim);
-            }
-            break;
-        }
-    }
+    std::vector<View> inputs;
+    for (size_t i : used) inputs.push_back(view_of(tensors[i], op));
+    const View o = view_of(out, op);
+    dispatch({op, out.device(), {&out, &ref}}, [&] { cpu::cat(o, inputs, int(dim)); },
+             [&](auto) {
+                 // Until a cuda::cat (one launch for all inputs): one copy per
+                 // input into its slice, each on the same current stream.
+                 int64_t at = 0;
+                 for (size_t i : used) {
+                     const Tensor& t = tensors[i];
+                     copy(views::narrow(out, dim, at, t.size(dim)), t);
+                     at += t.size(dim);
+                 }
+             });
     return out;
 }
 

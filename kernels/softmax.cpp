@@ -1,6 +1,6 @@
 // Front for softmax and log_softmax and their backwards: checks, contiguous
 // [outer, size, inner] inputs, a new output of the same dtype and shape, and
-// the switch on the device.
+// one call through the dispatch.
 #include "kernels/softmax.h"
 #include "kernels/copy.h"
 
@@ -22,8 +22,8 @@ int64_t check_dim(const char* op, const Tensor& x, int64_t dim) {
 
 // x's [outer, size, inner] split at dim d. Only for a non-empty x: the sizes
 // of an empty one may multiply past int64.
-cpu::ReduceShape split_at(const Tensor& x, int64_t d) {
-    cpu::ReduceShape s;
+ReduceShape split_at(const Tensor& x, int64_t d) {
+    ReduceShape s;
     for (int64_t i = 0; i < x.dim(); ++i) {
         const int64_t size = x.shape()[size_t(i)];
         (i < d ? s.outer : i == d ? s.size : s.inner) *= size;
@@ -37,19 +37,13 @@ Tensor softmax_front(const char* op, const Tensor& x, int64_t dim, bool log) {
     const int64_t d = check_dim(op, x, dim);
     Tensor out = empty(x.shape(), like(x));
     if (out.numel() == 0) return out;
-    const cpu::ReduceShape s = split_at(x, d);
-    switch (x.device().type) {
-        case DeviceType::cpu: {
-            // perf: a strided input is copied first; the kernels read contiguous rows.
-            const Tensor src = contiguous(x);
-            (log ? cpu::log_softmax : cpu::softmax)(view_of(out, op), view_of(src, op), s);
-            return out;
-        }
-        case DeviceType::cuda:
-            // cuda::softmax / cuda::log_softmax go here.
-            break;
-    }
-    unsupported_device(op, x.device());
+    const ReduceShape s = split_at(x, d);
+    // perf: a strided input is copied first; the kernels read contiguous rows.
+    const Tensor src = contiguous(x);
+    const View o = view_of(out, op), i = view_of(src, op);
+    dispatch({op, x.device(), {&out, &src}},
+             [&] { (log ? cpu::log_softmax : cpu::softmax)(o, i, s); }, no_kernel);
+    return out;
 }
 
 Tensor backward_front(const char* op, const Tensor& grad_y, const Tensor& y, int64_t dim,
@@ -63,20 +57,14 @@ Tensor backward_front(const char* op, const Tensor& grad_y, const Tensor& y, int
     const int64_t d = check_dim(op, y, dim);
     Tensor out = empty(y.shape(), like(y));
     if (out.numel() == 0) return out;
-    const cpu::ReduceShape s = split_at(y, d);
-    switch (y.device().type) {
-        case DeviceType::cpu: {
-            // perf: strided inputs are copied first; the kernels read contiguous rows.
-            const Tensor g = contiguous(grad_y), yc = contiguous(y);
-            (log ? cpu::log_softmax_backward : cpu::softmax_backward)(
-                view_of(out, op), view_of(g, op), view_of(yc, op), s);
-            return out;
-        }
-        case DeviceType::cuda:
-            // cuda::softmax_backward / cuda::log_softmax_backward go here.
-            break;
-    }
-    unsupported_device(op, y.device());
+    const ReduceShape s = split_at(y, d);
+    // perf: strided inputs are copied first; the kernels read contiguous rows.
+    const Tensor g = contiguous(grad_y), yc = contiguous(y);
+    const View o = view_of(out, op), vg = view_of(g, op), vy = view_of(yc, op);
+    dispatch({op, y.device(), {&out, &g, &yc}},
+             [&] { (log ? cpu::log_softmax_backward : cpu::softmax_backward)(o, vg, vy, s); },
+             no_kernel);
+    return out;
 }
 
 }  // namespace

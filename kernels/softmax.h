@@ -1,9 +1,11 @@
 // softmax and log_softmax over one dim, numerically stable (the max is
 // subtracted first), and their backwards from the saved output; floating
-// dtypes, f16/bf16 computed in f32, any strides.
+// dtypes, f16/bf16 computed in f32, any strides. The kernels take the
+// [outer, size, inner] layout of the reductions (ReduceShape, kernels/reduce.h).
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/reduce.h"
 
 namespace ember::kernels {
 

@@ -6,18 +6,9 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/conv.h"
 
 namespace ember::kernels::cpu {
-
-/// Sizes of one conv2d: input [n, c, h, w], weight [o, c / groups, kh, kw],
-/// output [n, o, oh, ow]; stride (sh, sw), zero padding (ph, pw), dilation (dh, dw).
-struct Conv2dShape {
-    int64_t n, c, h, w;
-    int64_t o, kh, kw;
-    int64_t sh, sw, ph, pw, dh, dw;
-    int64_t groups;
-    int64_t oh, ow;
-};
 
 /// out = conv2d(input, weight) + bias on contiguous buffers of `dtype` (f32
 /// or f64); bias [o] may be null. Overwrites every element of out.

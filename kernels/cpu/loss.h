@@ -5,16 +5,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/loss.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cpu {
-
-/// The class count, the smoothing and the ignored target of one cross-entropy call.
-struct CrossEntropyArgs {
-    int64_t classes;
-    double label_smoothing;
-    int64_t ignore_index;
-};
 
 /// The first row i whose target is outside [0, classes) and not ignore_index,
 /// or nothing. target: contiguous i64 [N]. Serial: the fronts call it before

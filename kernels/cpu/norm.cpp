@@ -316,61 +316,61 @@ void ln_backward_impl(const View& grad_input, const View& grad_weight, const Vie
 
 }  // namespace
 
-void batch_norm_forward(const View& out, const View& save_mean, const View& save_invstd,
-                        const View& x, const View& weight, const View& bias,
-                        const View& running_mean, const View& running_var, double momentum,
-                        double eps) {
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous() &&
-                          out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
+void batch_norm_forward(const BatchNormArgs& a) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.out.is_contiguous() &&
+                          a.out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
     visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
-        bn_forward_impl<typename decltype(tag)::type>(out, save_mean, save_invstd, x, weight, bias,
-                                                      running_mean, running_var, momentum, eps);
+        bn_forward_impl<typename decltype(tag)::type>(a.out, a.save_mean, a.save_invstd, x,
+                                                      a.weight, a.bias, a.running_mean,
+                                                      a.running_var, a.momentum, a.eps);
     });
 }
 
-void batch_norm_inference(const View& out, const View& x, const View& weight, const View& bias,
-                          const View& running_mean, const View& running_var, double eps) {
+void batch_norm_inference(const BatchNormArgs& a) {
+    const View &x = a.x, &out = a.out;
     EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous());
     const int64_t C = x.shape[1];
-    const std::vector<double> mean = read_vector(running_mean, C, 0);
-    std::vector<double> scale = read_vector(weight, C, 1);
-    const std::vector<double> var = read_vector(running_var, C, 1);
-    for (size_t c = 0; c < size_t(C); ++c) scale[c] /= std::sqrt(var[c] + eps);
-    const std::vector<double> b = read_vector(bias, C, 0);
+    const std::vector<double> mean = read_vector(a.running_mean, C, 0);
+    std::vector<double> scale = read_vector(a.weight, C, 1);
+    const std::vector<double> var = read_vector(a.running_var, C, 1);
+    for (size_t c = 0; c < size_t(C); ++c) scale[c] /= std::sqrt(var[c] + a.eps);
+    const std::vector<double> b = read_vector(a.bias, C, 0);
     visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
         using T = typename decltype(tag)::type;
         affine_planes(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean, scale, b);
     });
 }
 
-void batch_norm_backward(const View& grad_input, const View& grad_weight, const View& grad_bias,
-                         const View& grad_y, const View& x, const View& weight,
-                         const View& save_mean, const View& save_invstd) {
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && grad_y.is_contiguous() &&
-                          grad_y.dtype == x.dtype);
+void batch_norm_backward(const BatchNormBackwardArgs& a) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.grad_y.is_contiguous() &&
+                          a.grad_y.dtype == x.dtype);
     visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
-        bn_backward_impl<typename decltype(tag)::type>(grad_input, grad_weight, grad_bias, grad_y,
-                                                       x, weight, save_mean, save_invstd);
+        bn_backward_impl<typename decltype(tag)::type>(a.grad_input, a.grad_weight, a.grad_bias,
+                                                       a.grad_y, x, a.weight, a.save_mean,
+                                                       a.save_invstd);
     });
 }
 
-void layer_norm_forward(const View& out, const View& mean, const View& rstd, const View& x,
-                        const View& weight, const View& bias, double eps) {
-    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && out.is_contiguous() &&
-                          mean.is_contiguous() && rstd.is_contiguous());
+void layer_norm_forward(const LayerNormArgs& a) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && a.out.is_contiguous() &&
+                          a.mean.is_contiguous() && a.rstd.is_contiguous());
     visit_floating(x.dtype, "layer_norm_forward", [&](auto tag) {
-        ln_forward_impl<typename decltype(tag)::type>(out, mean, rstd, x, weight, bias, eps);
+        ln_forward_impl<typename decltype(tag)::type>(a.out, a.mean, a.rstd, x, a.weight, a.bias,
+                                                      a.eps);
     });
 }
 
-void layer_norm_backward(const View& grad_input, const View& grad_weight, const View& grad_bias,
-                         const View& grad_y, const View& x, const View& weight, const View& mean,
-                         const View& rstd) {
-    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && grad_y.is_contiguous() &&
-                          grad_y.dtype == x.dtype && mean.is_contiguous() && rstd.is_contiguous());
+void layer_norm_backward(const LayerNormBackwardArgs& a) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 2 && x.is_contiguous() && a.grad_y.is_contiguous() &&
+                          a.grad_y.dtype == x.dtype && a.mean.is_contiguous() &&
+                          a.rstd.is_contiguous());
     visit_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
-        ln_backward_impl<typename decltype(tag)::type>(grad_input, grad_weight, grad_bias, grad_y,
-                                                       x, weight, mean, rstd);
+        ln_backward_impl<typename decltype(tag)::type>(a.grad_input, a.grad_weight, a.grad_bias,
+                                                       a.grad_y, x, a.weight, a.mean, a.rstd);
     });
 }
 

@@ -6,16 +6,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/pool.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cpu {
-
-/// A pooling window: kernel (kh, kw), stride (sh, sw), implicit padding
-/// (ph, pw) and dilation (dh, dw).
-struct Pool2dWindow {
-    int64_t kh, kw, sh, sw, ph, pw;
-    int64_t dh = 1, dw = 1;
-};
 
 /// values [N, C, OH, OW] = max over each window of input [N, C, H, W] (any
 /// strides; padding never wins; NaN propagates), and indices (i64, same

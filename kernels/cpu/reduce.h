@@ -1,6 +1,7 @@
-// CPU reduction kernels on contiguous buffers seen as [outer, size, inner], and
-// the pairwise-sum building block they share with softmax. The front
-// (kernels/reduce.cpp) brings any tensor into this layout.
+// CPU reduction kernels on contiguous buffers seen as [outer, size, inner]
+// (ReduceShape, kernels/reduce.h), and the pairwise-sum building block they
+// share with softmax. The front (kernels/reduce.cpp) brings any tensor into
+// this layout.
 #pragma once
 
 #include <omp.h>
@@ -13,18 +14,10 @@
 
 #include "kernels/cpu/loop.h"
 #include "kernels/math.h"
+#include "kernels/reduce.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cpu {
-
-/// A contiguous input [outer, size, inner] reduced over `size` into a
-/// contiguous output [outer, inner]. The Views passed with it are dense
-/// buffers in that order; only their data pointer and dtype are read.
-struct ReduceShape {
-    int64_t outer = 1;
-    int64_t size = 1;
-    int64_t inner = 1;
-};
 
 /// out = sum over `size`. Integer and bool inputs give an i64 out; floating
 /// inputs give their own dtype (f16/bf16 accumulate in f32).

@@ -29,44 +29,41 @@ struct Constant {
 
 }  // namespace
 
-void copy(const View& dst, const View& src, int device) {
+void copy(const View& dst, const View& src, StreamRef stream) {
     const int64_t n = dst.numel();
     if (n == 0) return;
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     if (dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous()) {
         EMBER_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(n * dtype_size(dst.dtype)),
-                                         cudaMemcpyDeviceToDevice, 0));
+                                         cudaMemcpyDeviceToDevice, stream.handle));
         return;
     }
     visit_dtype(dst.dtype, [&](auto to_tag) {
         using To = typename decltype(to_tag)::type;
         visit_dtype(src.dtype, [&](auto from_tag) {
             using From = typename decltype(from_tag)::type;
-            map<To, From>(dst, CastTo<To>{}, src);
+            map<To, From>(stream, dst, CastTo<To>{}, src);
         });
     });
 }
 
-void fill(const View& dst, double value, int device) {
+void fill(const View& dst, double value, StreamRef stream) {
     if (dst.numel() == 0) return;
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_dtype(dst.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map<T>(dst, Constant<T>{math::cast<T>(value)});
+        map<T>(stream, dst, Constant<T>{math::cast<T>(value)});
     });
 }
 
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
-            bool non_blocking) {
+            bool non_blocking, StreamRef stream) {
     if (nbytes == 0) return;
-    const int dev = dst_device.is_cuda() ? dst_device.index : src_device.index;
-    EMBER_CUDA_CHECK(cudaSetDevice(dev));
     if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+        // Serialized with all work on both devices: simple and rare.
         EMBER_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, nbytes));
         return;
     }
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, 0));
-    if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(0));
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream.handle));
+    if (!non_blocking) synchronize(stream);  // the host may read dst now: a sync point
 }
 
 }  // namespace ember::kernels::cuda

@@ -51,89 +51,82 @@ struct WhereBytes {  // the condition read as bytes, as on the CPU
 
 }  // namespace
 
-void unary(UnaryOp op, const View& out, const View& in, int device) {
+void unary(UnaryOp op, const View& out, const View& in, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     math::visit_op(op, [&](auto f) {
         using F = decltype(f);
         math::visit_accepted<math::accepts_v<F>>(in.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
-            map<T, T>(out, Apply<T, F>{f}, in);
+            map<T, T>(stream, out, Apply<T, F>{f}, in);
         });
     });
 }
 
-void clamp(const View& out, const View& in, double lo, double hi, int device) {
+void clamp(const View& out, const View& in, double lo, double hi, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == in.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     math::visit_accepted<math::Accepts::numeric>(in.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         // Integers: the nearest integers inside [lo, hi] (as the CPU twin).
         const double l = std::is_integral_v<T> ? std::ceil(lo) : lo;
         const double h = std::is_integral_v<T> ? std::floor(hi) : hi;
         using C = math::Clamp<Acc<T>>;
-        map<T, T>(out, Apply<T, C>{C{math::cast<Acc<T>>(l), math::cast<Acc<T>>(h)}}, in);
+        map<T, T>(stream, out, Apply<T, C>{C{math::cast<Acc<T>>(l), math::cast<Acc<T>>(h)}}, in);
     });
 }
 
-void binary(BinaryOp op, const View& out, const View& a, const View& b, int device) {
+void binary(BinaryOp op, const View& out, const View& a, const View& b, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == a.dtype && a.dtype == b.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     math::visit_op(op, [&](auto f) {
         using F = decltype(f);
         math::visit_accepted<math::accepts_v<F>>(a.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
-            map<T, T, T>(out, Apply<T, F>{f}, a, b);
+            map<T, T, T>(stream, out, Apply<T, F>{f}, a, b);
         });
     });
 }
 
-void binary_scalar(BinaryOp op, const View& out, const View& a, double s, int device) {
+void binary_scalar(BinaryOp op, const View& out, const View& a, double s, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == a.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_floating(a.dtype, "cuda binary_scalar (internal error)", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = Acc<T>;
         const A v = math::cast<A>(s);
         math::visit_op(op, [&](auto f) {
             using R = math::RightScalar<decltype(f), A>;
-            map<T, T>(out, Apply<T, R>{R{f, v}}, a);
+            map<T, T>(stream, out, Apply<T, R>{R{f, v}}, a);
         });
     });
 }
 
-void compare(CompareOp op, const View& out, const View& a, const View& b, int device) {
+void compare(CompareOp op, const View& out, const View& a, const View& b, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == DType::boolean && a.dtype == b.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_dtype(a.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        math::visit_op(op, [&](auto f) { map<bool, T, T>(out, CompareApply<decltype(f)>{f}, a, b); });
+        math::visit_op(op, [&](auto f) { map<bool, T, T>(stream, out, CompareApply<decltype(f)>{f}, a, b); });
     });
 }
 
-void compare_scalar(CompareOp op, const View& out, const View& a, double s, int device) {
+void compare_scalar(CompareOp op, const View& out, const View& a, double s, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(out.dtype == DType::boolean);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_floating(a.dtype, "cuda compare_scalar (internal error)", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = Acc<T>;
         const A v = math::cast<A>(s);
         math::visit_op(op, [&](auto f) {
             using R = math::RightScalar<decltype(f), A>;
-            map<bool, T>(out, CompareScalarApply<R>{R{f, v}}, a);
+            map<bool, T>(stream, out, CompareScalarApply<R>{R{f, v}}, a);
         });
     });
 }
 
-void where(const View& out, const View& cond, const View& a, const View& b, int device) {
+void where(const View& out, const View& cond, const View& a, const View& b, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(cond.dtype == DType::boolean && out.dtype == a.dtype &&
                           a.dtype == b.dtype);
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     View c = cond;
     c.dtype = DType::u8;  // same bytes; see WhereBytes
     visit_dtype(out.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map<T, uint8_t, T, T>(out, WhereBytes{}, c, a, b);
+        map<T, uint8_t, T, T>(stream, out, WhereBytes{}, c, a, b);
     });
 }
 

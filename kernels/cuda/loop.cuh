@@ -1,5 +1,5 @@
 // The CUDA twin of kernels/cpu/loop.h: `cuda::map<Out, In...>(out, f, in...)`
-// applies a functor elementwise over Views of one shape. Dense operands take a
+// applies a functor elementwise over Views of one shape, on a stream. Dense operands take a
 // vectorized grid-stride path (K elements per thread through 4..16-byte
 // loads); anything strided or broadcast takes the OffsetCalc path. The functor
 // is an EMBER_HD struct from kernels/math.h, the same one the CPU runs.
@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/cuda_check.h"
+#include "core/cuda_context.h"
 #include "kernels/cuda/offset.cuh"
 #include "kernels/math.h"
 
@@ -78,9 +79,10 @@ bool aligned_for(const void* p) {
 }  // namespace detail
 
 /// out[i] = f(in[i]...) over Views of one shape (inputs may broadcast with
-/// stride 0). Launches on the legacy default stream of the current device.
+/// stride 0), launched on `stream` (its device is the current one: the
+/// dispatch's DeviceGuard made it so).
 template <class Out, class... In, class F>
-void map(const View& out, F f, const std::conditional_t<true, View, In>&... in) {
+void map(StreamRef stream, const View& out, F f, const std::conditional_t<true, View, In>&... in) {
     const int64_t n = out.numel();
     if (n == 0) return;
     const bool dense = out.is_contiguous() && (in.is_contiguous() && ...) &&
@@ -90,16 +92,16 @@ void map(const View& out, F f, const std::conditional_t<true, View, In>&... in) 
         const bool vec = detail::aligned_for<K, Out>(out.data) &&
                          (detail::aligned_for<K, In>(in.data) && ...);
         if (vec) {
-            detail::map_dense_kernel<K, Out><<<grid_for(n / K + 1, kMapBlock), kMapBlock>>>(
+            detail::map_dense_kernel<K, Out><<<grid_for(n / K + 1, kMapBlock), kMapBlock, 0, stream.handle>>>(
                 n, f, out.ptr<Out>(), in.template ptr<const In>()...);
         } else {
-            detail::map_dense_kernel<1, Out><<<grid_for(n, kMapBlock), kMapBlock>>>(
+            detail::map_dense_kernel<1, Out><<<grid_for(n, kMapBlock), kMapBlock, 0, stream.handle>>>(
                 n, f, out.ptr<Out>(), in.template ptr<const In>()...);
         }
     } else {
         const View* ops[1 + sizeof...(In)] = {&out, &in...};
         const OffsetCalc<1 + sizeof...(In)> calc = make_offset_calc<1 + sizeof...(In)>(ops);
-        detail::map_strided_kernel<Out><<<grid_for(n, kMapBlock), kMapBlock>>>(
+        detail::map_strided_kernel<Out><<<grid_for(n, kMapBlock), kMapBlock, 0, stream.handle>>>(
             n, f, calc, out.ptr<Out>(), in.template ptr<const In>()...);
     }
     EMBER_CUDA_CHECK(cudaGetLastError());

@@ -44,40 +44,37 @@ __global__ void randint_kernel(T* out, int64_t n, uint64_t seed, uint64_t first,
 
 }  // namespace
 
-void uniform(const View& out, uint64_t seed, uint64_t first, double low, double high, int device) {
+void uniform(const View& out, uint64_t seed, uint64_t first, double low, double high, StreamRef stream) {
     const int64_t n = out.numel();
     if (n == 0) return;
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_floating(out.dtype, "rand", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = math::Acc<T>;
-        uniform_kernel<T><<<grid_for(n, kBlock), kBlock>>>(out.ptr<T>(), n, seed, first, A(low),
+        uniform_kernel<T><<<grid_for(n, kBlock), kBlock, 0, stream.handle>>>(out.ptr<T>(), n, seed, first, A(low),
                                                            A(high - low), low == 0 && high == 1);
     });
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void normal(const View& out, uint64_t seed, uint64_t first, double mean, double std, int device) {
+void normal(const View& out, uint64_t seed, uint64_t first, double mean, double std, StreamRef stream) {
     const int64_t n = out.numel();
     if (n == 0) return;
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_floating(out.dtype, "randn", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = math::Acc<T>;
-        normal_kernel<T><<<grid_for(n, kBlock), kBlock>>>(out.ptr<T>(), n, seed, first, A(mean),
+        normal_kernel<T><<<grid_for(n, kBlock), kBlock, 0, stream.handle>>>(out.ptr<T>(), n, seed, first, A(mean),
                                                           A(std), mean == 0 && std == 1);
     });
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void randint(const View& out, uint64_t seed, uint64_t first, int64_t low, uint64_t range,
-             int device) {
+             StreamRef stream) {
     const int64_t n = out.numel();
     if (n == 0) return;
-    EMBER_CUDA_CHECK(cudaSetDevice(device));
     visit_dtype(out.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        randint_kernel<T><<<grid_for(n, kBlock), kBlock>>>(out.ptr<T>(), n, seed, first, low, range);
+        randint_kernel<T><<<grid_for(n, kBlock), kBlock, 0, stream.handle>>>(out.ptr<T>(), n, seed, first, low, range);
     });
     EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -30,7 +30,7 @@ TEST_CASE("cuda: loader batches on the GPU equal the CPU loader's", "[cuda][load
     }
 }
 
-TEST_CASE("cuda: an event orders a copy stream before the default stream", "[cuda][stream]") {
+TEST_CASE("cuda: an event orders a copy stream before the current stream", "[cuda][stream]") {
     const Device d = Device::cuda(0);
     Tensor host = random_tensor({1 << 20}, DType::f32, 5);
     Tensor pinned = empty(host.shape(), {DType::f32, Device::cpu(), true});
@@ -39,9 +39,9 @@ TEST_CASE("cuda: an event orders a copy stream before the default stream", "[cud
     CudaStream stream(d);
     CudaEvent done(d);
     stream.copy_async(dev.data_ptr(), pinned.data_ptr(), size_t(host.numel()) * 4);
-    done.record(stream);
-    done.block_default_stream();
-    Tensor twice = mul(dev, 2.0);  // on the default stream, after the event
+    done.record(stream.ref());
+    done.wait(current_stream(d));
+    Tensor twice = mul(dev, 2.0);  // on the current stream, after the event
     check_close(twice.to(Device::cpu()), mul(host, 2.0), 0, 0);
     done.synchronize();
 }

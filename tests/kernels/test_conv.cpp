@@ -128,7 +128,7 @@ TEST_CASE("cpu::conv2d overwrites every element of a poisoned output", "[conv]")
             Shape shape;
             const std::vector<double> want = reference_conv2d(x, w, b, c, &shape);
             Tensor out = full(shape, std::numeric_limits<double>::quiet_NaN());
-            const kernels::cpu::Conv2dShape s{
+            const kernels::Conv2dShape s{
                 shape[0],      c.input[1],  c.input[2],  c.input[3],   c.weight[0],  c.weight[2],
                 c.weight[3],   c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0],
                 c.dilation[1], c.groups,    shape[2],    shape[3]};

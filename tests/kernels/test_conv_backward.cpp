@@ -294,7 +294,7 @@ TEST_CASE("cpu::conv2d_backward overwrites every element of poisoned outputs", "
         const Tensor dy = random_tensor(os, DType::f64, 12);
         Tensor dx = full(c.input, nan, {DType::f64}), dw = full(c.weight, nan, {DType::f64}),
                db = full({c.weight[0]}, nan, {DType::f64});
-        const kernels::cpu::Conv2dShape s{c.input[0],    c.input[1],   c.input[2],   c.input[3],
+        const kernels::Conv2dShape s{c.input[0],    c.input[1],   c.input[2],   c.input[3],
                                           c.weight[0],   c.weight[2],  c.weight[3],  c.stride[0],
                                           c.stride[1],   c.padding[0], c.padding[1], c.dilation[0],
                                           c.dilation[1], c.groups,     os[2],        os[3]};

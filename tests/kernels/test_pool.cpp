@@ -227,7 +227,7 @@ TEST_CASE("cpu pooling kernels overwrite a poisoned output", "[pool]") {
     std::vector<double> v, idx;
     reference_max_pool(x, c, &v, &idx);
     Tensor values = full(c.out, nan), indices = full(c.out, -7, {DType::i64});
-    const kernels::cpu::Pool2dWindow w{c.kernel[0],  c.kernel[1],  c.stride[0],   c.stride[1],
+    const kernels::Pool2dWindow w{c.kernel[0],  c.kernel[1],  c.stride[0],   c.stride[1],
                                        c.padding[0], c.padding[1], c.dilation[0], c.dilation[1]};
     kernels::cpu::max_pool2d(kernels::view_of(values), kernels::view_of(indices),
                              kernels::view_of(x), w);

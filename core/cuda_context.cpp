@@ -1,0 +1,225 @@
+// The per-device CUDA context (core/cuda_context.h): current streams, device
+// guards, synchronization with the error-flag check, sync-debug mode, device
+// memory, library handles and workspaces.
+#include "core/cuda_context.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#if EMBER_WITH_CUDNN
+#include <cudnn.h>
+#endif
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/cuda_check.h"
+
+namespace ember {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+constexpr size_t kBlasWorkspace = size_t(32) << 20;  // cuBLAS's advice for Hopper
+
+// Per thread and device, as PyTorch's getCurrentCUDAStream: null is the
+// legacy default stream.
+thread_local CUstream_st* t_current[kMaxDevices] = {};
+
+void check_index(int index) {
+    const int n = cuda_device_count();
+    EMBER_CHECK(index >= 0 && index < n && index < kMaxDevices, "cuda:", index,
+                " is not available (", n, " CUDA device(s) found)");
+}
+
+}  // namespace
+
+StreamRef current_stream(Device device) {
+    EMBER_CHECK(device.is_cuda(), "current_stream: expected a CUDA device, got ", device);
+    check_index(device.index);
+    return {device, t_current[device.index]};
+}
+
+void set_current_stream(StreamRef stream) {
+    EMBER_CHECK(stream.device.is_cuda(), "set_current_stream: expected a CUDA stream, got one on ",
+                stream.device);
+    check_index(stream.device.index);
+    t_current[stream.device.index] = stream.handle;
+}
+
+StreamGuard::StreamGuard(StreamRef stream) : previous_(current_stream(stream.device)) {
+    set_current_stream(stream);
+}
+
+StreamGuard::~StreamGuard() { t_current[previous_.device.index] = previous_.handle; }
+
+DeviceGuard::DeviceGuard(Device device) {
+    if (!device.is_cuda()) return;
+    int now = -1;
+    EMBER_CUDA_CHECK(cudaGetDevice(&now));
+    if (now == device.index) return;
+    EMBER_CUDA_CHECK(cudaSetDevice(device.index));
+    previous_ = now;
+}
+
+DeviceGuard::~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);  // destructors do not throw
+}
+
+void synchronize(StreamRef stream) {
+    const DeviceGuard guard(stream.device);
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(stream.handle));
+    CudaContext::of(stream.device).error_flag().check();
+}
+
+void synchronize(Device device) {
+    EMBER_CHECK(device.is_cuda(), "synchronize: expected a CUDA device, got ", device);
+    const DeviceGuard guard(device);
+    EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+    CudaContext::of(device).error_flag().check();
+}
+
+// ---- The context ----
+
+struct CudaContext::Resources {
+    struct Buffer {
+        void* ptr = nullptr;
+        size_t bytes = 0;
+    };
+    std::mutex mutex;
+    std::map<std::thread::id, cublasHandle_t> blas;  // one per thread: handles are not thread-safe
+#if EMBER_WITH_CUDNN
+    std::map<std::thread::id, cudnnHandle_t> dnn;
+#endif
+    std::map<CUstream_st*, Buffer> workspaces;       // one per stream: work on two streams may overlap
+};
+
+CudaContext& CudaContext::of(int index) {
+    check_index(index);
+    // Created once and never destroyed: at exit the CUDA runtime may already
+    // be gone when static destructors would run.
+    static std::mutex mutex;
+    static auto* contexts = new std::vector<CudaContext*>(kMaxDevices, nullptr);
+    std::lock_guard<std::mutex> lock(mutex);
+    CudaContext*& c = (*contexts)[size_t(index)];
+    if (!c) c = new CudaContext(index);
+    return *c;
+}
+
+CudaContext::CudaContext(int index) : index_(index), resources_(std::make_unique<Resources>()) {
+    const DeviceGuard guard(device());
+    cudaDeviceProp p{};
+    EMBER_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+    properties_ = {p.name,
+                   p.major,
+                   p.minor,
+                   p.multiProcessorCount,
+                   p.totalGlobalMem,
+                   size_t(p.l2CacheSize),
+                   p.sharedMemPerBlock,
+                   p.sharedMemPerBlockOptin};
+    // The error flag: pinned host memory the device writes through unified
+    // addressing (Note [Device error flag]).
+    void* flag = nullptr;
+    EMBER_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(ErrorFlagState),
+                                   cudaHostAllocMapped | cudaHostAllocPortable));
+    void* on_device = nullptr;
+    EMBER_CUDA_CHECK(cudaHostGetDevicePointer(&on_device, flag, 0));
+    EMBER_CHECK(on_device == flag, "cuda:", index,
+                ": pinned host memory has another address on the device (no unified addressing)");
+    std::memset(flag, 0, sizeof(ErrorFlagState));
+    error_flag_ = std::make_unique<ErrorFlag>(static_cast<ErrorFlagState*>(flag),
+                                              device().str(),
+                                              [](ErrorFlagState* s) { cudaFreeHost(s); });
+}
+
+CudaContext::~CudaContext() = default;  // never runs: contexts live as long as the process
+
+Allocation CudaContext::allocate(size_t nbytes) {
+    if (nbytes == 0) return {nullptr, {}};
+    const DeviceGuard guard(device());
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, nbytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free = 0, total = 0;
+        (void)cudaMemGetInfo(&free, &total);
+        EMBER_FAIL("out of memory on cuda:", index_, ": could not allocate ", nbytes, " bytes (",
+                   free, " of ", total, " bytes free; ", cudaGetErrorString(e), ")");
+    }
+    const int index = index_;
+    return {p, [index](void* q) {
+                const int keep = [] {
+                    int d = 0;
+                    return cudaGetDevice(&d) == cudaSuccess ? d : -1;
+                }();
+                cudaSetDevice(index);
+                cudaFree(q);  // destructors do not throw
+                if (keep >= 0) cudaSetDevice(keep);
+            }};
+}
+
+void* CudaContext::workspace(size_t nbytes, StreamRef stream) {
+    EMBER_INTERNAL_ASSERT(stream.device == device());
+    std::lock_guard<std::mutex> lock(resources_->mutex);
+    Resources::Buffer& b = resources_->workspaces[stream.handle];
+    if (b.bytes >= nbytes) return b.ptr;
+    const DeviceGuard guard(device());
+    if (b.ptr) {
+        // Work queued on the stream may still use the old buffer.
+        EMBER_CUDA_CHECK(cudaStreamSynchronize(stream.handle));
+        EMBER_CUDA_CHECK(cudaFree(b.ptr));
+        b = {};
+    }
+    void* p = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&p, nbytes));
+    b = {p, nbytes};
+    return p;
+}
+
+void* CudaContext::blas_handle(StreamRef stream) {
+    EMBER_INTERNAL_ASSERT(stream.device == device());
+    const DeviceGuard guard(device());
+    cublasHandle_t h = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(resources_->mutex);
+        cublasHandle_t& slot = resources_->blas[std::this_thread::get_id()];
+        if (!slot)
+            EMBER_CHECK(cublasCreate(&slot) == CUBLAS_STATUS_SUCCESS, "cuda:", index_,
+                        ": cublasCreate failed");
+        h = slot;
+    }
+    EMBER_CHECK(cublasSetStream(h, stream.handle) == CUBLAS_STATUS_SUCCESS, "cuda:", index_,
+                ": cublasSetStream failed");
+    void* ws = workspace(kBlasWorkspace, stream);
+    EMBER_CHECK(cublasSetWorkspace(h, ws, kBlasWorkspace) == CUBLAS_STATUS_SUCCESS, "cuda:",
+                index_, ": cublasSetWorkspace failed");
+    return h;
+}
+
+void* CudaContext::dnn_handle(StreamRef stream) {
+    EMBER_INTERNAL_ASSERT(stream.device == device());
+#if EMBER_WITH_CUDNN
+    const DeviceGuard guard(device());
+    cudnnHandle_t h = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(resources_->mutex);
+        cudnnHandle_t& slot = resources_->dnn[std::this_thread::get_id()];
+        if (!slot)
+            EMBER_CHECK(cudnnCreate(&slot) == CUDNN_STATUS_SUCCESS, "cuda:", index_,
+                        ": cudnnCreate failed");
+        h = slot;
+    }
+    EMBER_CHECK(cudnnSetStream(h, stream.handle) == CUDNN_STATUS_SUCCESS, "cuda:", index_,
+                ": cudnnSetStream failed");
+    return h;
+#else
+    EMBER_FAIL("cuda:", index_, ": ember was built without cuDNN (configure with cuDNN installed, "
+               "or CUDNN_ROOT pointing at it)");
+#endif
+}
+
+}  // namespace ember

@@ -1,0 +1,132 @@
+// The per-device CUDA context: this thread's current stream on each device,
+// the device's properties, its library handles and workspace, the slot where
+// device memory comes from, and its kernel error flag (core/error_flag.h).
+// Kernels take a StreamRef, never an `int device`, and never launch on a
+// stream nobody chose. The declarations exist in every build; without the
+// CUDA backend, asking for a context is an error (core/no_cuda.cpp).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/error_flag.h"
+
+struct CUstream_st;  // CUDA's stream type: cudaStream_t is CUstream_st*
+
+namespace ember {
+
+/// A CUDA stream as kernels and copies take it: the device it belongs to and
+/// CUDA's handle. A null handle is the device's legacy default stream. Does
+/// not own the stream; cheap to copy.
+struct StreamRef {
+    Device device = Device::cuda(0);
+    CUstream_st* handle = nullptr;
+    friend bool operator==(const StreamRef&, const StreamRef&) = default;
+};
+
+/// This thread's current stream on `device` (a CUDA device): where ember's
+/// kernels and copies for that device are queued. The device's legacy default
+/// stream unless set_current_stream or a StreamGuard chose another.
+StreamRef current_stream(Device device);
+/// Makes `stream` this thread's current stream on its device.
+void set_current_stream(StreamRef stream);
+
+/// Makes `stream` current on its device for the lifetime of the guard, then
+/// restores the stream that was current before.
+class StreamGuard {
+public:
+    explicit StreamGuard(StreamRef stream);
+    ~StreamGuard();
+    StreamGuard(const StreamGuard&) = delete;
+    StreamGuard& operator=(const StreamGuard&) = delete;
+
+private:
+    StreamRef previous_;
+};
+
+/// Makes `device` the CUDA runtime's current device for the lifetime of the
+/// guard and restores the previous one after (nothing for the CPU, and
+/// nothing when it is already current).
+class DeviceGuard {
+public:
+    explicit DeviceGuard(Device device);
+    ~DeviceGuard();
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int previous_ = -1;  // the device to restore; -1: nothing to restore
+};
+
+/// Blocks the host until everything queued on `stream` has run, then turns a
+/// raised kernel error flag of its device into an ember::Error (Note [Device
+/// error flag]).
+void synchronize(StreamRef stream);
+/// Blocks until every stream of `device` is idle, then checks its error flag.
+void synchronize(Device device);
+
+/// Sync-debug mode (TIPS #2): every op on a CUDA device synchronizes after
+/// its launch, and a CUDA error or a raised error flag becomes an
+/// ember::Error naming the op, its shapes, dtypes and device. Off by default;
+/// EMBER_SYNC_DEBUG=1 in the environment turns it on at start-up.
+void set_sync_debug(bool on);
+bool sync_debug();
+
+/// What ember reads off a CUDA device once, when its context is created.
+struct CudaDeviceProperties {
+    std::string name;
+    int major = 0, minor = 0;             ///< compute capability
+    int sm_count = 0;                     ///< multiprocessors
+    size_t total_memory = 0;              ///< bytes of device memory
+    size_t l2_bytes = 0;                  ///< L2 cache size
+    size_t shared_per_block = 0;          ///< shared memory a block gets by default
+    size_t shared_per_block_optin = 0;    ///< ... and after raising its dynamic limit
+};
+
+/// One CUDA device's context, created on first use and kept for the life of
+/// the process. Thread-safe. Everything a kernel launcher or a library call
+/// needs beyond its arguments lives here, not in globals of its own.
+class CudaContext {
+public:
+    /// The context of cuda:index; an Error when there is no such device.
+    static CudaContext& of(int index);
+    static CudaContext& of(Device device) { return of(device.index); }
+    ~CudaContext();
+    CudaContext(const CudaContext&) = delete;
+    CudaContext& operator=(const CudaContext&) = delete;
+
+    Device device() const { return Device::cuda(index_); }
+    const CudaDeviceProperties& properties() const { return properties_; }
+
+    /// Device memory for a storage: today a plain cudaMalloc (the caching
+    /// allocator takes this slot); the deleter frees it. An Error naming the
+    /// request when the device is out of memory.
+    Allocation allocate(size_t nbytes);
+
+    /// This thread's cuBLAS handle for the device (a cublasHandle_t), created
+    /// on first use and bound to `stream` and to the device's workspace.
+    void* blas_handle(StreamRef stream);
+    /// This thread's cuDNN handle (a cudnnHandle_t), created on first use and
+    /// bound to `stream`; an Error in a build without cuDNN.
+    void* dnn_handle(StreamRef stream);
+    /// A device buffer of at least `nbytes` for library workspaces, reserved
+    /// for work queued on `stream` (grown when a larger one is asked for).
+    void* workspace(size_t nbytes, StreamRef stream);
+
+    /// The device's kernel error flag (Note [Device error flag]).
+    ErrorFlag& error_flag() { return *error_flag_; }
+
+private:
+    explicit CudaContext(int index);
+    struct Resources;  // handles and workspaces, behind a mutex (core/cuda_context.cpp)
+
+    int index_;
+    CudaDeviceProperties properties_;
+    std::unique_ptr<ErrorFlag> error_flag_;
+    std::unique_ptr<Resources> resources_;
+};
+
+}  // namespace ember

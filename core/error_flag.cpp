@@ -1,0 +1,54 @@
+// The host side of the kernel error flag: tickets and the error message.
+// Note [Device error flag] in core/error_flag.h.
+#include "core/error_flag.h"
+
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+
+namespace ember {
+
+ErrorFlag::ErrorFlag(ErrorFlagState* state, std::string where,
+                     std::function<void(ErrorFlagState*)> release)
+    : state_(state), where_(std::move(where)), release_(std::move(release)) {
+    EMBER_INTERNAL_ASSERT(state_ != nullptr);
+}
+
+ErrorFlag::~ErrorFlag() {
+    if (release_) release_(state_);
+}
+
+ErrorFlagRef ErrorFlag::arm(const char* op, const char* what, int64_t bound) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int32_t ticket = next_ticket_;
+    next_ticket_ = next_ticket_ == INT32_MAX ? 1 : next_ticket_ + 1;  // 0 means "not raised"
+    if (armed_.size() == kRemembered) armed_.pop_front();
+    armed_.push_back({ticket, op, what, bound});
+    return {state_, ticket};
+}
+
+void ErrorFlag::check() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int32_t ticket = __atomic_load_n(&state_->ticket, __ATOMIC_ACQUIRE);
+    if (ticket == 0) {
+        armed_.clear();  // every armed launch has finished without raising
+        return;
+    }
+    const int64_t index = state_->index, value = state_->value;
+    std::optional<Armed> found;
+    for (const Armed& a : armed_)
+        if (a.ticket == ticket) found = a;
+    armed_.clear();
+    *state_ = ErrorFlagState{};
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (!found)
+        EMBER_FAIL("a kernel on ", where_, " found a bad value ", value, " at position ", index,
+                   " (launch ", ticket, ", too long ago to say which op; set_sync_debug(true) "
+                   "reports such errors at once)");
+    EMBER_FAIL(found->op, ": ", found->what, " ", value, " at position ", index,
+               " is out of range [0, ", found->bound, ") (found by a kernel on ", where_,
+               "; reported at the next synchronization, or at once in sync-debug mode)");
+}
+
+}  // namespace ember

@@ -1,0 +1,88 @@
+// The one switch on the device. A front function (kernels/<family>.cpp)
+// checks its arguments, allocates, builds its views and argument struct, and
+// then makes exactly one call:
+//
+//     dispatch({"relu", out.device(), {&out, &x}},
+//              [&] { cpu::unary(UnaryOp::relu, o, i); },
+//              [&](auto stream) { cuda::unary(UnaryOp::relu, o, i, stream); });
+//
+// dispatch() opens the op scope and runs the entry point of the call's
+// device: on CUDA with the device made current (DeviceGuard) and this
+// thread's current stream of that device. It is the only place in kernels/
+// that names EMBER_WITH_CUDA, and the one place where the profiler's range
+// and the sync-debug check live (one branch each when off). See
+// docs/architecture.md, "One op, end to end".
+#pragma once
+
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/cuda_context.h"
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+/// What the op scope knows of one call: the op's name, the device it runs
+/// on, its tensors (outputs first; for messages, the profiler and the byte
+/// count) and its FLOPs where the front knows them.
+struct OpCall {
+    const char* name;
+    Device device;
+    std::initializer_list<const Tensor*> tensors = {};
+    double flops = 0;
+};
+
+/// Bytes the call's tensors occupy: what a memory-bound op moves at least.
+double op_bytes(const OpCall& call);
+/// "relu(f32 [2, 3] on cuda:0, f32 [2, 3] on cuda:0)", for messages.
+std::string describe(const OpCall& call);
+
+/// Passed instead of an entry point that does not exist (yet): the CUDA
+/// kernel of an op that has none, or the CPU side of a call that is on a
+/// CUDA device by construction. dispatch() then reports the op as not
+/// implemented for the device.
+struct NoKernel {};
+inline constexpr NoKernel no_kernel{};
+
+/// Error for a device the op has no kernel for (built without CUDA, say).
+[[noreturn]] void unsupported_device(const char* op, Device d);
+
+/// After a CUDA op in sync-debug mode: synchronizes `stream`, and turns a
+/// CUDA error or a raised error flag into an ember::Error naming the call.
+void sync_debug_check(const OpCall& call, StreamRef stream);
+
+// Note [CUDA entry points as generic lambdas]
+// The CUDA entry point is written `[&](auto stream) { cuda::op(..., stream); }`.
+// A generic lambda's body is instantiated only when it is called, and
+// dispatch() calls it only in CUDA builds: a build without CUDA needs the
+// declarations of kernels/cuda/<family>.h (plain C++) but never their
+// definitions, so the fronts carry no #if of their own.
+
+/// Runs `on_cpu()` or `on_cuda(stream)` for the call's device, inside the op
+/// scope. Either may be no_kernel.
+template <class Cpu, class Cuda>
+void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
+    switch (call.device.type) {
+        case DeviceType::cpu:
+            if constexpr (!std::is_same_v<std::decay_t<Cpu>, NoKernel>) {
+                on_cpu();
+                return;
+            }
+            break;
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            if constexpr (!std::is_same_v<std::decay_t<Cuda>, NoKernel>) {
+                const DeviceGuard guard(call.device);
+                const StreamRef stream = current_stream(call.device);
+                on_cuda(stream);
+                if (sync_debug()) [[unlikely]]
+                    sync_debug_check(call, stream);
+                return;
+            }
+#endif
+            break;
+    }
+    unsupported_device(call.name, call.device);
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,107 @@
+// The per-device context: current streams and their guards, the device guard,
+// the error flag raised by a real kernel and reported at the next
+// synchronization (or at once in sync-debug mode), and ops on a user stream.
+#include <cuda_runtime_api.h>
+
+#include "core/cuda_stream.h"
+#include "kernels/dispatch.h"
+#include "support.h"
+#include "tests/cuda/raise_kernel.h"
+
+using namespace ember;
+using namespace ember::test;
+
+namespace {
+const Device kGpu = Device::cuda(0);
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("cuda context: properties are read once and make sense", "[cuda][context]") {
+    const CudaDeviceProperties& p = CudaContext::of(0).properties();
+    CHECK(!p.name.empty());
+    CHECK(p.major >= 7);
+    CHECK(p.sm_count > 0);
+    CHECK(p.l2_bytes > 0);
+    CHECK(p.total_memory > size_t(1) << 30);
+    CHECK(&CudaContext::of(0) == &CudaContext::of(kGpu));
+    CHECK_THROWS_WITH(CudaContext::of(cuda_device_count()), Catch::Contains("is not available"));
+}
+
+TEST_CASE("cuda context: a stream guard makes ops run on its stream", "[cuda][context]") {
+    CHECK(current_stream(kGpu).handle == nullptr);  // the legacy default stream
+    CudaStream s(kGpu);
+    const Tensor x = random_tensor({1 << 20}, DType::f32, 3).to(kGpu);
+    Tensor y;
+    {
+        StreamGuard guard(s.ref());
+        CHECK(current_stream(kGpu) == s.ref());
+        y = mul(x, 3.0);  // queued on s
+        synchronize(s.ref());
+    }
+    CHECK(current_stream(kGpu).handle == nullptr);
+    check_close(y.to(Device::cpu()), mul(x.to(Device::cpu()), 3.0), 0, 0);
+}
+
+TEST_CASE("cuda context: the device guard restores the previous device", "[cuda][context]") {
+    int before = -1, inside = -1, after = -1;
+    REQUIRE(cudaGetDevice(&before) == cudaSuccess);
+    {
+        DeviceGuard g(Device::cuda(cuda_device_count() - 1));
+        REQUIRE(cudaGetDevice(&inside) == cudaSuccess);
+    }
+    REQUIRE(cudaGetDevice(&after) == cudaSuccess);
+    CHECK(inside == cuda_device_count() - 1);
+    CHECK(after == before);
+}
+
+TEST_CASE("cuda context: a raised error flag becomes an Error at the next sync", "[cuda][context]") {
+    std::vector<int64_t> v(100000, 3);
+    v[77777] = 42;
+    const Tensor values = from_vector(v).to(kGpu);
+    ErrorFlag& flag = CudaContext::of(0).error_flag();
+    const StreamRef s = current_stream(kGpu);
+    launch_check_kernel(values.data<int64_t>(), values.numel(), 10,
+                        flag.arm("test_gather", "index", 10), s);
+    const std::string msg = error_of([&] { synchronize(s); });
+    INFO(msg);
+    CHECK(msg.find("test_gather: index 42 at position 77777 is out of range [0, 10)") !=
+          std::string::npos);
+    // The context is not poisoned: later work and checks succeed.
+    CHECK_NOTHROW(synchronize(s));
+    check_close(add(values, 1.0).to(Device::cpu()), add(values.to(Device::cpu()), 1.0), 0, 0);
+    // A blocking copy to the host is a synchronization point too.
+    launch_check_kernel(values.data<int64_t>(), values.numel(), 10,
+                        flag.arm("test_gather", "index", 10), s);
+    CHECK(error_of([&] { (void)values.to(Device::cpu()); }).find("index 42") != std::string::npos);
+}
+
+TEST_CASE("cuda context: sync-debug mode names the op that raised at once", "[cuda][context]") {
+    std::vector<int64_t> v(1000, 0);
+    v[5] = -7;
+    const Tensor values = from_vector(v).to(kGpu);
+    ErrorFlag& flag = CudaContext::of(0).error_flag();
+    set_sync_debug(true);
+    const std::string msg = error_of([&] {
+        kernels::dispatch({"test_check", kGpu, {&values}}, kernels::no_kernel, [&](auto stream) {
+            launch_check_kernel(values.data<int64_t>(), values.numel(), 4,
+                                flag.arm("test_check", "index", 4), stream);
+        });
+    });
+    set_sync_debug(false);
+    INFO(msg);
+    CHECK(msg.find("sync-debug: test_check(i64 [1000] on cuda:0) failed") != std::string::npos);
+    CHECK(msg.find("index -7 at position 5") != std::string::npos);
+}
+
+TEST_CASE("cuda context: an op without a CUDA kernel says so", "[cuda][context]") {
+    const Tensor x = random_tensor({4, 5}, DType::f32, 1).to(kGpu);
+    CHECK_THROWS_WITH(softmax(x, 1), Catch::Contains("softmax: not implemented for cuda:0"));
+}
