@@ -1,13 +1,12 @@
 // Recording: grad/anomaly mode flags, nodes and their saved tensors, the
-// history attached to op outputs, and the accumulate node of a leaf.
+// history attached to op outputs, and the edges into them (a leaf's
+// accumulate node is in accumulate.cpp).
 #include "autograd/graph.h"
 
 #include <cmath>
-#include <limits>
 
-#include "kernels/copy.h"
+#include "autograd/accumulate.h"
 #include "kernels/elementwise.h"
-#include "kernels/factories.h"
 #include "kernels/reduce.h"
 
 namespace ember {
@@ -64,74 +63,6 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
         if (t.defined() && t.requires_grad()) return true;
     return false;
 }
-
-namespace {
-
-// True when `g` is a dense tensor that nobody but `holders` handles refers
-// to: storing it cannot alias anything.
-bool owned_dense(const Tensor& g, long holders) {
-    return g.shared_impl().use_count() <= holders && g.storage().use_count() == 1 &&
-           g.offset() == 0 && g.is_contiguous() &&
-           g.storage()->nbytes() == size_t(g.numel() * g.element_size());
-}
-
-// The accumulate node of a leaf, shared by every graph that uses the leaf
-// while one exists (the meta holds it weakly, so no cycle).
-std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
-    const std::shared_ptr<AutogradMeta>& meta = leaf.unsafe_impl()->autograd;
-    std::lock_guard<std::mutex> lock(meta->mutex);
-    if (auto node = meta->accumulator.lock()) return node;
-    auto node = std::make_shared<Node>();
-    node->name = "accumulate_grad";
-    node->sequence_nr = std::numeric_limits<uint64_t>::max();  // run as soon as ready
-    node->is_accumulator = true;
-    node->outputs.push_back(TensorGeometry::of(leaf));
-    node->output_hooks.resize(1);
-    std::weak_ptr<AutogradMeta> weak = meta;
-    node->backward = [weak, geometry = TensorGeometry::of(leaf)](const TensorList& grads) -> TensorList {
-        auto m = weak.lock();
-        if (!m || !m->requires_grad) return {};  // the leaf is gone or was turned off
-        Tensor g = grads[0];
-        if (!g.defined()) return {};
-        // The leaf may have moved since the graph was recorded (Module::to):
-        // its gradient follows its current dtype and device.
-        TensorGeometry want = geometry;
-        if (auto impl = m->self.lock()) {
-            const Tensor now(impl);
-            want = TensorGeometry::of(now);
-            if (g.dtype() != now.dtype()) g = kernels::cast(g, now.dtype());
-            if (g.device() != now.device()) g = g.to(now.device());
-        }
-        bool replaced = false;
-        for (const GradHook& hook : m->hooks) {
-            Tensor r = run_hook(hook, g, want);
-            replaced = replaced || !r.is_same(g);
-            g = r;
-        }
-        {
-            // Out of place: a gradient the user holds (or another leaf was
-            // given) is never changed behind their back. The first gradient is
-            // taken as is when nothing else can see it (the engine's handle and
-            // this one, or this one alone after a hook replaced it), else copied.
-            std::lock_guard<std::mutex> lock(m->mutex);
-            if (m->grad.defined())
-                m->grad = kernels::add(m->grad, g);
-            else
-                m->grad = owned_dense(g, replaced ? 1 : 2) ? g : g.clone();
-        }
-        if (!m->post_accumulate_hooks.empty()) {
-            if (auto impl = m->self.lock()) {
-                const Tensor leaf_again(impl);
-                for (auto& hook : m->post_accumulate_hooks) hook(leaf_again);
-            }
-        }
-        return {};
-    };
-    meta->accumulator = node;
-    return node;
-}
-
-}  // namespace
 
 Edge gradient_edge(const Tensor& t) {
     if (!t.defined()) return {};

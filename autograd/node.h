@@ -82,6 +82,7 @@ struct AutogradMeta {
     std::mutex mutex;
     bool requires_grad = false;
     Tensor grad;                                 // accumulated gradient (leaves, retained non-leaves)
+    Tensor grad_slot;                            // where a leaf's gradient lives (autograd/accumulate.h)
     std::shared_ptr<autograd::Node> grad_fn;     // null for leaves
     uint32_t output_nr = 0;                      // which output of grad_fn this is
     std::weak_ptr<autograd::Node> accumulator;   // a leaf's accumulate node, while a graph holds it

@@ -1,6 +1,7 @@
 // All differentiable ops and the autograd API in one include.
 #pragma once
 
+#include "autograd/accumulate.h"
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

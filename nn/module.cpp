@@ -1,5 +1,6 @@
 // Module: registration, traversal with dotted names, modes, device/dtype
-// moves that keep tensor identity, and state_dict loading with full checks.
+// moves that keep tensor identity, gradient arenas, and state_dict loading
+// with full checks.
 #include "nn/module.h"
 
 #include <map>
@@ -7,9 +8,11 @@
 #include <ostream>
 #include <sstream>
 
+#include "autograd/accumulate.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "kernels/front.h"
+#include "nn/grad_arena.h"
 
 namespace ember::nn {
 
@@ -150,6 +153,7 @@ void Module::train(bool on) {
 
 void Module::to(Device device) {
     NoGradGuard no_grad;
+    drop_grad_arenas();
     for (auto& [_, t] : named_parameters()) {
         const Tensor grad = t.grad();
         replace_data(t, t.detach().to(device));
@@ -162,6 +166,7 @@ void Module::to(DType dtype) {
     EMBER_CHECK(is_floating(dtype), type_name(), ".to: expected a floating dtype, got ",
                 dtype_name(dtype));
     NoGradGuard no_grad;
+    drop_grad_arenas();
     for (auto& [_, t] : named_parameters()) {
         if (!is_floating(t.dtype())) continue;
         const Tensor grad = t.grad();
@@ -174,11 +179,35 @@ void Module::to(DType dtype) {
 
 void Module::zero_grad(bool set_to_none) {
     NoGradGuard no_grad;
+    // The arena reads as the gradients, with zeros where grad() is undefined
+    // (what an all-reduce or a fused step over a whole buffer needs): one fill
+    // per buffer, then nothing per parameter that lies in it.
+    if (grad_arena_) grad_arena_->zero();
     for (auto& [_, t] : named_parameters()) {
-        if (set_to_none || !t.grad().defined())
-            t.set_grad({});
-        else
-            t.grad().fill_(0);
+        Tensor grad = t.grad();
+        if (set_to_none || !grad.defined())
+            t.set_grad({});  // an arena slot stays: the next backward lands in it again
+        else if (!(grad_arena_ && grad_arena_->holds(grad)))
+            grad.fill_(0);
+    }
+}
+
+std::shared_ptr<const GradArena> Module::flatten_grads() {
+    NoGradGuard no_grad;
+    grad_arena_ = std::make_shared<const GradArena>(named_parameters());
+    return grad_arena_;
+}
+
+// to() changes how and where parameters are stored, so no slot fits them any
+// more: every module below forgets its arena and every parameter its slot
+// (whichever module's arena held it). A gradient still in a slot gets storage
+// of its own, so the old buffers are freed once nobody else holds them.
+void Module::drop_grad_arenas() {
+    for (auto& [_, m] : named_modules()) m->grad_arena_.reset();
+    for (auto& [_, t] : named_parameters()) {
+        if (!autograd::grad_slot(t).defined()) continue;
+        if (autograd::grad_in_slot(t)) t.set_grad(t.grad().clone());
+        autograd::set_grad_slot(t, {});
     }
 }
 

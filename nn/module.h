@@ -1,6 +1,7 @@
 // Module: the base of every layer and model — named parameters, buffers and
 // submodules (dotted names, registration order), train/eval, to(device or
-// dtype), zero_grad and state_dict / load_state_dict. docs/nn.md.
+// dtype), zero_grad, flat gradient buffers and state_dict / load_state_dict.
+// docs/nn.md.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 namespace ember::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+class GradArena;  // nn/grad_arena.h
 
 /// Base class of layers and models. Subclasses register what they own in
 /// their constructor and implement forward. A Module is movable (layers are
@@ -56,11 +58,28 @@ public:
 
     /// Moves every parameter and buffer to `device`; tensors keep their
     /// identity (handles held elsewhere, e.g. by an optimizer, see the move).
+    /// Takes every parameter out of its gradient arena (see flatten_grads).
     void to(Device device);
-    /// Converts floating parameters and buffers to `dtype` (integer buffers stay).
+    /// Converts floating parameters and buffers to `dtype` (integer buffers
+    /// stay). Takes every parameter out of its gradient arena, as to(Device).
     void to(DType dtype);
-    /// Clears gradients: to none by default (TIPS #10), or to zeros.
+    /// Clears gradients: to none by default (TIPS #10), or to zeros. With an
+    /// arena (flatten_grads) its buffers are zeroed either way, one fill each,
+    /// and the next backward lands back in the slots.
     void zero_grad(bool set_to_none = true);
+
+    /// Puts the gradients of every parameter that requires grad in flat
+    /// buffers, one per (dtype, device), each gradient a contiguous view at a
+    /// 64-byte aligned offset, and returns the arena (nn/grad_arena.h). A
+    /// gradient a parameter has is copied in; one it lacks stays undefined
+    /// until a backward writes it into its slot. From then on backward adds
+    /// into the slots in place, so data pointers stay put; zero_grad keeps
+    /// them. to() invalidates the arena (grad_arena() is then null, and each
+    /// gradient gets storage of its own): call flatten_grads again. Calling it
+    /// again re-flattens.
+    std::shared_ptr<const GradArena> flatten_grads();
+    /// The arena of the last flatten_grads, or null (none, or to() since).
+    std::shared_ptr<const GradArena> grad_arena() const { return grad_arena_; }
 
     /// Parameters then buffers, with dotted names, as saved to weight files.
     NamedTensors state_dict() const;
@@ -100,10 +119,13 @@ private:
     void check_new_name(const std::string& name) const;
     void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
 
+    void drop_grad_arenas();
+
     NamedTensors params_;
     NamedTensors buffers_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
     bool training_ = true;
+    std::shared_ptr<const GradArena> grad_arena_;
 };
 
 /// Prints the module tree, one line per module with its describe().
