@@ -8,6 +8,8 @@
 #include "autograd/graph.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/reduce.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
 #include "kernels/factories.h"
 
 namespace ember::autograd {

@@ -2,6 +2,7 @@
 // history attached to op outputs, and the edges into them (a leaf's
 // accumulate node is in accumulate.cpp).
 #include "autograd/graph.h"
+#include "kernels/copy.h"
 
 #include <cmath>
 
@@ -144,7 +145,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
         if (d < lead || (shape[size_t(d - lead)] == 1 && g.shape()[size_t(d)] != 1))
             dims.push_back(d);
     Tensor s = dims.empty() ? g : kernels::sum(g, dims, true);
-    return views::reshape(s, shape);
+    return kernels::reshape(s, shape);
 }
 
 void check_inplace(const Tensor& self, const char* name, const TensorList& others) {

@@ -8,7 +8,8 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "kernels/copy.h"
 
 namespace ember::bench {

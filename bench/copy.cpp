@@ -5,7 +5,8 @@
 #include <cstdio>
 
 #include "bench/bench.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 
 namespace ember::bench {
 

@@ -11,7 +11,8 @@
 
 #include "bench/bench.h"
 #include "core/error.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "kernels/elementwise.h"
 #include "kernels/front.h"
 

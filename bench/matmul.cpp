@@ -14,7 +14,8 @@
 #include <functional>
 
 #include "bench/bench.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "kernels/front.h"
 #include "kernels/matmul.h"
 

@@ -10,7 +10,8 @@
 #include <string>
 
 #include "bench/bench.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 
 namespace ember::bench {
 
@@ -32,7 +33,7 @@ void validate(const Tensor& x) {
     const float* p = x.data<float>();
     const Tensor s1 = k::sum(x, {1}), s0 = k::sum(x, {0}), m1 = k::mean(x, {1});
     const Tensor v1 = k::var(x, {1});
-    const k::ValuesIndices mx = k::max(x, 1);
+    const ValuesIndices mx = k::max(x, 1);
     for (int64_t r = 0; r < rows; r += rows / 8) {
         double s = 0, best = -INFINITY, sq = 0;
         int64_t arg = 0;

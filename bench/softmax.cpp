@@ -11,7 +11,8 @@
 #include <cstdio>
 
 #include "bench/bench.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "kernels/front.h"
 #include "kernels/softmax.h"
 

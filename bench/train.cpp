@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "kernels/conv.h"
 #include "kernels/matmul.h"
 

@@ -1,4 +1,6 @@
-// Tensor metadata, construction over storage, element access and printing.
+// Tensor metadata, construction over storage, and writing one host element.
+// Reading elements (which may copy from a device) and printing live in
+// kernels/tensor_access.cpp.
 #include "core/tensor.h"
 
 #include <limits>
@@ -124,8 +126,6 @@ Tensor from_blob(void* data, const Shape& shape, TensorOptions o,
     return from_blob(data, shape, contiguous_strides(shape), o, std::move(deleter));
 }
 
-namespace {
-
 int64_t element_offset(const Tensor& t, const Shape& index, const char* op) {
     EMBER_CHECK(int64_t(index.size()) == t.dim(), op, ": index ", shape_str(index), " has ",
                 index.size(), " entries for a tensor of shape ", shape_str(t.shape()));
@@ -141,16 +141,7 @@ int64_t element_offset(const Tensor& t, const Shape& index, const char* op) {
     return off;
 }
 
-double read_element(const void* base, DType dt, int64_t off) {
-    return visit_dtype(dt, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T v = static_cast<const T*>(base)[off];
-        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-            return double(float(v));
-        else
-            return double(v);
-    });
-}
+namespace {
 
 // The documented float -> integer rule (docs/dtypes.md): truncate, saturate, NaN -> 0.
 template <class T>
@@ -162,18 +153,6 @@ T saturate(double v) {
 }
 
 }  // namespace
-
-double Tensor::at(const Shape& index) const {
-    if (!device().is_cpu()) return to(Device::cpu()).at(index);
-    const int64_t off = element_offset(*this, index, "at");
-    return read_element(storage()->data(), dtype(), off);
-}
-
-double Tensor::item() const {
-    EMBER_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ",
-                shape_str(shape()));
-    return at(Shape(size_t(dim()), 0));
-}
 
 void Tensor::set(const Shape& index, double value) {
     EMBER_CHECK(device().is_cpu(), "set: tensor is on ", device(), "; only host tensors");
@@ -191,33 +170,6 @@ void Tensor::set(const Shape& index, double value) {
             *p = T(value);
     });
     storage()->bump_version();
-}
-
-template <class T>
-std::vector<T> Tensor::to_vector() const {
-    const Tensor c = to(Device::cpu()).to(dtype_of<T>()).contiguous();
-    const T* p = c.data<T>();
-    return std::vector<T>(p, p + c.numel());
-}
-
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
-
-std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-    if (!t.defined()) return os << "Tensor(undefined)";
-    os << "Tensor(" << dtype_name(t.dtype()) << ", " << t.device() << ", "
-       << shape_str(t.shape()) << ")";
-    constexpr int64_t kMaxPrinted = 64;
-    if (t.numel() > 0 && t.numel() <= kMaxPrinted) {
-        const std::vector<double> v = t.to_vector<double>();
-        os << " {";
-        for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-        os << "}";
-    }
-    return os;
 }
 
 }  // namespace ember

@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -160,7 +161,8 @@ public:
     /// grad() (data parallelism starts all-reduces from here).
     void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
 
-    // ---- Element access, mainly for tests (copies from the device when needed) ----
+    // ---- Element access, mainly for tests (copies from the device when needed;
+    // defined in kernels/tensor_access.cpp, beside the copies they use) ----
     /// The single element of a one-element tensor, as double.
     double item() const;
     /// Element at a full index (negative indices count from the end), as double.
@@ -179,12 +181,16 @@ private:
     std::shared_ptr<TensorImpl> impl_;
 };
 
-/// The layout math of Tensor's view methods, recording nothing (kernels and
-/// the autograd layer use these; users call the Tensor methods).
+/// The layout math of Tensor's view methods, recording nothing and never
+/// copying (kernels and the autograd layer use these; users call the Tensor
+/// methods). A reshape that may copy is kernels::reshape.
 namespace views {
 Tensor view(const Tensor& self, const Shape& shape);
-Tensor reshape(const Tensor& self, const Shape& shape);
-Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim);
+/// `self` seen with `shape` (one size may be -1) when its strides allow it
+/// without a copy; nullopt when they do not. Bad shapes are errors.
+std::optional<Tensor> try_view(const Tensor& self, const Shape& shape);
+/// The shape flatten(start_dim, end_dim) gives a tensor of `shape`.
+Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim);
 Tensor permute(const Tensor& self, const Shape& dims);
 Tensor transpose(const Tensor& self, int64_t d0, int64_t d1);
 Tensor t(const Tensor& self);
@@ -197,6 +203,10 @@ Tensor squeeze(const Tensor& self, int64_t dim);
 Tensor unsqueeze(const Tensor& self, int64_t dim);
 Tensor as_strided(const Tensor& self, const Shape& shape, const Shape& strides, int64_t offset);
 }  // namespace views
+
+/// The storage offset (in elements) of the element at a full index (negative
+/// entries count from the end); an Error names `op` when the index is bad.
+int64_t element_offset(const Tensor& t, const Shape& index, const char* op);
 
 /// Prints dtype, device, shape and (up to a limit) the values.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

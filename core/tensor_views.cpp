@@ -1,7 +1,8 @@
 // Views: new shape/strides/offset over the same storage. Every argument is
 // checked; a bad view is an ember::Error naming the op and the shapes. These
-// record nothing: Tensor's view methods (autograd/ops/views.cpp) call them and
-// record the backward.
+// record nothing and never copy: Tensor's view methods (autograd/ops/views.cpp)
+// call them and record the backward; a reshape that must copy is
+// kernels::reshape (kernels/copy.h) or Tensor::reshape.
 #include <algorithm>
 #include <optional>
 
@@ -88,23 +89,24 @@ Tensor view(const Tensor& self, const Shape& new_shape) {
     return with_layout(self, s, *st, self.offset());
 }
 
-Tensor reshape(const Tensor& self, const Shape& new_shape) {
+std::optional<Tensor> try_view(const Tensor& self, const Shape& new_shape) {
     const Shape s = infer_size(new_shape, self.numel(), "reshape", self.shape());
-    if (auto st = view_strides(self.shape(), self.strides(), s)) return with_layout(self, s, *st, self.offset());
-    return view(self.contiguous(), s);
+    if (auto st = view_strides(self.shape(), self.strides(), s))
+        return with_layout(self, s, *st, self.offset());
+    return std::nullopt;
 }
 
-Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
-    if (self.dim() == 0) return reshape(self, {1});
-    const int64_t a = wrap_dim(start_dim, self.dim(), "flatten");
-    const int64_t b = wrap_dim(end_dim, self.dim(), "flatten");
+Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim) {
+    const int64_t nd = int64_t(shape.size());
+    if (nd == 0) return {1};
+    const int64_t a = wrap_dim(start_dim, nd, "flatten"), b = wrap_dim(end_dim, nd, "flatten");
     EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
-    Shape s(self.shape().begin(), self.shape().begin() + a);
+    Shape s(shape.begin(), shape.begin() + a);
     int64_t n = 1;
-    for (int64_t i = a; i <= b; ++i) n *= self.shape()[size_t(i)];
+    for (int64_t i = a; i <= b; ++i) n *= shape[size_t(i)];
     s.push_back(n);
-    s.insert(s.end(), self.shape().begin() + b + 1, self.shape().end());
-    return reshape(self, s);
+    s.insert(s.end(), shape.begin() + b + 1, shape.end());
+    return s;
 }
 
 Tensor permute(const Tensor& self, const Shape& dims) {

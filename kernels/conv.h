@@ -7,12 +7,11 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/op_types.h"
 
 namespace ember::kernels {
 
-/// A (height, width) pair: stride, padding, dilation, kernel or output size.
-/// (kernels/pool.h declares the same alias.)
-using Int2 = std::array<int64_t, 2>;
+// Int2 (a height, width pair): kernels/op_types.h.
 
 /// Sizes of one conv2d, as both backends take them: input [n, c, h, w],
 /// weight [o, c / groups, kh, kw], output [n, o, oh, ow]; stride (sh, sw),

@@ -78,4 +78,9 @@ Tensor clone(const Tensor& src) { return cast(src, src.dtype()); }
 
 Tensor contiguous(const Tensor& src) { return src.is_contiguous() ? src : clone(src); }
 
+Tensor reshape(const Tensor& src, const Shape& shape) {
+    if (auto v = views::try_view(src, shape)) return *v;
+    return views::view(clone(src), shape);
+}
+
 }  // namespace ember::kernels

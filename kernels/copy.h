@@ -16,6 +16,9 @@ Tensor cast(const Tensor& src, DType dtype);
 Tensor clone(const Tensor& src);
 /// src itself when contiguous, else clone(src).
 Tensor contiguous(const Tensor& src);
+/// src seen with `shape` (one size may be -1): a view when its strides allow
+/// it, else a view of contiguous(src). Records nothing (Tensor::reshape does).
+Tensor reshape(const Tensor& src, const Shape& shape);
 
 // Kernel code uses these and views:: (core/tensor.h) rather than Tensor's
 // methods, which record for autograd: a front called by a differentiable op

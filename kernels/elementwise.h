@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "kernels/math.h"
+#include "kernels/op_types.h"
 
 namespace ember::kernels {
 
@@ -82,8 +83,7 @@ Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 
-/// Which GELU: the exact erf form or the tanh approximation (as torch's `approximate`).
-enum class GeluApprox { none, tanh };
+// GeluApprox: kernels/op_types.h.
 /// x * Phi(x), exact (erf) or by the tanh approximation.
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
 

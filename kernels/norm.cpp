@@ -80,7 +80,7 @@ int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
 // A contiguous x seen as [N, C, S] (x non-empty).
 View ncs_view(const Tensor& xc, const char* op) {
     const Shape& s = xc.shape();
-    return view_of(views::reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
+    return view_of(reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
 }
 
 // A gradient for a parameter: its shape, and its dtype (or the statistics dtype).

@@ -7,11 +7,11 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/op_types.h"
 
 namespace ember::kernels {
 
-/// A (height, width) pair; the same alias as in kernels/conv.h.
-using Int2 = std::array<int64_t, 2>;
+// Int2 (a height, width pair): kernels/op_types.h.
 
 /// A pooling window, as both backends take it: kernel (kh, kw), stride
 /// (sh, sw), implicit padding (ph, pw) and dilation (dh, dw).

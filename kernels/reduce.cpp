@@ -177,8 +177,8 @@ Tensor arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, 
     if (dim) return extreme(op, x, *dim, keepdim, is_max, false).indices;
     EMBER_CHECK(x.defined(), op, ": undefined tensor");
     EMBER_CHECK(x.numel() > 0, op, ": cannot take the ", op, " of an empty input ", describe(x));
-    Tensor flat = extreme(op, views::reshape(x, {-1}), 0, false, is_max, false).indices;
-    return keepdim ? views::reshape(flat, Shape(size_t(x.dim()), 1)) : flat;
+    Tensor flat = extreme(op, reshape(x, {-1}), 0, false, is_max, false).indices;
+    return keepdim ? reshape(flat, Shape(size_t(x.dim()), 1)) : flat;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "kernels/op_types.h"
 
 namespace ember::kernels {
 
@@ -43,11 +44,7 @@ Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1, bool 
 Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
-/// Result of max / min along a dim.
-struct ValuesIndices {
-    Tensor values;   // the input's dtype
-    Tensor indices;  // i64 positions along the dim
-};
+// max / min return ValuesIndices (kernels/op_types.h).
 
 /// Largest value along `dim` and the index of its first occurrence; a NaN is
 /// the largest (its first index is returned). Empty dim: error.

@@ -1,5 +1,6 @@
 // ConvBN blocks, the conv-bias check and BatchNorm folding.
 #include "nn/conv_bn.h"
+#include "kernels/copy.h"
 
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
@@ -20,7 +21,7 @@ void fold_into(Conv2d& conv, const BatchNorm2d& bn) {
     Tensor s = k::rsqrt(k::add(bn.running_var, bn.options().eps));  // 1/√(var + eps)
     if (bn.weight.defined()) s = k::mul(s, bn.weight.detach());
     const int64_t out = w.size(0);
-    const Tensor s_col = views::reshape(s.to(w.dtype()), {out, 1, 1, 1});
+    const Tensor s_col = kernels::reshape(s.to(w.dtype()), {out, 1, 1, 1});
     const Tensor b = conv.bias.defined() ? conv.bias.detach() : zeros({out}, {w.dtype(), w.device()});
     Tensor new_b = k::mul(k::sub(b, bn.running_mean.to(w.dtype())), s.to(w.dtype()));
     if (bn.bias.defined()) new_b = k::add(new_b, bn.bias.detach().to(w.dtype()));

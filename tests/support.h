@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 
 namespace ember::test {
 

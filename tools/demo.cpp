@@ -2,7 +2,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "ember.h"
+#include "ember/ember.h"
+#include "ember/kernels.h"
 #include "tools/commands.h"
 
 namespace ember::cli {

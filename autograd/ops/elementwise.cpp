@@ -5,6 +5,7 @@
 #include "autograd/ops/elementwise.h"
 
 #include "autograd/graph.h"
+#include "kernels/elementwise.h"
 #include "kernels/factories.h"
 
 namespace ember {

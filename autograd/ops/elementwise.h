@@ -6,11 +6,10 @@
 #include <optional>
 
 #include "core/tensor.h"
-#include "kernels/elementwise.h"
+#include "kernels/op_types.h"
 
 namespace ember {
 
-using kernels::GeluApprox;
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);

@@ -79,8 +79,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     Tensor out = k::embedding(weight, indices);
     if (auto node = autograd::make_node("embedding", {weight})) {
         node->backward = [idx = node->save(indices), shape = weight.shape()](const TensorList& g) {
-            const Tensor rows = views::reshape(g[0], {-1, shape[1]});
-            return TensorList{k::index_add(zeros_of(shape, g[0]), 0, views::reshape(idx, {-1}), rows)};
+            const Tensor rows = kernels::reshape(g[0], {-1, shape[1]});
+            return TensorList{k::index_add(zeros_of(shape, g[0]), 0, kernels::reshape(idx, {-1}), rows)};
         };
         autograd::set_history(node, out);
     }

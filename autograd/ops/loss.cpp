@@ -1,6 +1,7 @@
 // Losses: fused cross-entropy (log_softmax + NLL in one kernel each way),
 // and nll_loss / mse_loss composed from differentiable ops.
 #include "autograd/graph.h"
+#include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/index.h"
 #include "autograd/ops/nn_ops.h"
@@ -54,7 +55,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
             Tensor per = g[0];
             if (o.reduction != Reduction::none) {
                 const Tensor scaled = o.reduction == Reduction::mean ? k::div(g[0], count) : g[0];
-                per = views::expand(views::reshape(scaled, {1}), n);
+                per = views::expand(kernels::reshape(scaled, {1}), n);
             }
             return TensorList{k::cross_entropy_backward(per, x, lse, t, o.label_smoothing,
                                                         o.ignore_index)};

@@ -2,6 +2,7 @@
 // with transposes read in place by the GEMM (no copies) and broadcast batch
 // dims summed back.
 #include "autograd/ops/matmul.h"
+#include "kernels/copy.h"
 
 #include "autograd/graph.h"
 #include "kernels/matmul.h"
@@ -30,14 +31,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             // ... and put the removed dims back into the gradient of the result.
             Tensor g2 = g[0];
             if (a.dim() == 1 && b.dim() == 1)
-                g2 = views::reshape(g2, {1, 1});
+                g2 = kernels::reshape(g2, {1, 1});
             else if (a.dim() == 1)
                 g2 = views::unsqueeze(g2, g2.dim() - 1);
             else if (b.dim() == 1)
                 g2 = views::unsqueeze(g2, g2.dim());
             Tensor da, db;
-            if (ga) da = views::reshape(sum_to(k::matmul(g2, mT(b2)), a2.shape()), a.shape());
-            if (gb) db = views::reshape(sum_to(k::matmul(mT(a2), g2), b2.shape()), b.shape());
+            if (ga) da = kernels::reshape(sum_to(k::matmul(g2, mT(b2)), a2.shape()), a.shape());
+            if (gb) db = kernels::reshape(sum_to(k::matmul(mT(a2), g2), b2.shape()), b.shape());
             return TensorList{da, db};
         };
         autograd::set_history(node, out);
@@ -82,10 +83,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                           sx = x.shape(), gx, gw, gbias](const TensorList& g) {
             // y [.., out] = x [.., in] · wᵀ: dx = dy · w, dw = dyᵀ · x over all rows, db = Σ dy.
             const int64_t out_f = g[0].size(-1);
-            const Tensor g2 = views::reshape(g[0], {-1, out_f});
+            const Tensor g2 = kernels::reshape(g[0], {-1, out_f});
             Tensor dx, dw, db;
-            if (gx) dx = views::reshape(k::matmul(g2, w), sx);
-            if (gw) dw = k::matmul(mT(g2), views::reshape(x, {-1, sx.back()}));
+            if (gx) dx = kernels::reshape(k::matmul(g2, w), sx);
+            if (gw) dw = k::matmul(mT(g2), kernels::reshape(x, {-1, sx.back()}));
             if (gbias) db = k::sum(g2, {0});
             return TensorList{dx, dw, db};
         };

@@ -7,11 +7,9 @@
 
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "kernels/op_types.h"  // Int2
 
 namespace ember {
-
-/// (height, width): stride, padding, dilation, kernel or output size.
-using Int2 = std::array<int64_t, 2>;
 
 /// conv2d as kernels/conv.h; gradients for input, weight and bias.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},

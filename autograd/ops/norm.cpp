@@ -1,6 +1,7 @@
 // Differentiable batch norm, layer norm and dropout over the fused kernels
 // in kernels/norm.h and kernels/dropout.h.
 #include "autograd/graph.h"
+#include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
 #include "kernels/dropout.h"
@@ -26,12 +27,12 @@ TensorList batch_norm_eval_backward(const Tensor& g, const Tensor& x, const Tens
     Shape dims;
     for (int64_t d = 0; d < x.dim(); ++d)
         if (d != 1) dims.push_back(d);
-    const Tensor invstd = views::reshape(k::rsqrt(k::add(var.to(g.dtype()), eps)), bshape);
-    const Tensor scale = w.defined() ? k::mul(invstd, views::reshape(w.to(g.dtype()), bshape)) : invstd;
+    const Tensor invstd = kernels::reshape(k::rsqrt(k::add(var.to(g.dtype()), eps)), bshape);
+    const Tensor scale = w.defined() ? k::mul(invstd, kernels::reshape(w.to(g.dtype()), bshape)) : invstd;
     TensorList out(3);
     if (need[0]) out[0] = k::mul(g, scale);
     if (need[1]) {
-        const Tensor xhat = k::mul(k::sub(x, views::reshape(mean.to(g.dtype()), bshape)), invstd);
+        const Tensor xhat = k::mul(k::sub(x, kernels::reshape(mean.to(g.dtype()), bshape)), invstd);
         out[1] = k::sum(k::mul(g, xhat), dims);
     }
     if (need[2]) out[2] = k::sum(g, dims);

@@ -2,6 +2,7 @@
 // upstream gradient broadcast back over the reduced dims (expand: no copy),
 // times the op's local derivative.
 #include "autograd/ops/reduce.h"
+#include "kernels/copy.h"
 
 #include <cmath>
 
@@ -32,8 +33,8 @@ Shape kept_shape(const Shape& shape, const Shape& dims) {
 
 // g of a reduction (keepdim or not) as a view broadcast to `shape`.
 Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims) {
-    if (shape.empty()) return views::reshape(g, shape);
-    return views::expand(views::reshape(g, kept_shape(shape, dims)), shape);
+    if (shape.empty()) return kernels::reshape(g, shape);
+    return views::expand(kernels::reshape(g, kept_shape(shape, dims)), shape);
 }
 
 // Number of elements reduced into each output element.
@@ -50,7 +51,7 @@ Tensor share_among_ties(const Tensor& g, const Tensor& x, const Tensor& out, con
     const Tensor hit = k::eq(x, expand_back(out, x.shape(), dims)).to(g.dtype());
     const Tensor count = k::sum(hit, dims.empty() ? Shape{} : dims, true);
     const Tensor share = k::div(expand_back(g, x.shape(), dims),
-                                views::expand(views::reshape(count, kept_shape(x.shape(), dims)),
+                                views::expand(kernels::reshape(count, kept_shape(x.shape(), dims)),
                                               x.shape()));
     return k::mul(share, hit);
 }
@@ -171,7 +172,7 @@ ValuesIndices extreme_along(const char* name, bool is_max, const Tensor& x, int6
         const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), name);
         node->backward = [idx = node->save(r.indices), shape = x.shape(), d,
                           keepdim](const TensorList& g) {
-            if (shape.empty()) return TensorList{views::reshape(g[0], shape)};
+            if (shape.empty()) return TensorList{kernels::reshape(g[0], shape)};
             Tensor gi = keepdim ? g[0] : views::unsqueeze(g[0], d);
             Tensor ii = keepdim ? idx : views::unsqueeze(idx, d);
             Tensor z = zeros(shape, {g[0].dtype(), g[0].device()});

@@ -5,11 +5,10 @@
 #include <optional>
 
 #include "core/tensor.h"
-#include "kernels/reduce.h"
+#include "kernels/op_types.h"
 
 namespace ember {
 
-using kernels::ValuesIndices;
 
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

@@ -40,7 +40,7 @@ std::function<Tensor(const Tensor&)> scatter_into_zeros(
 }
 
 std::function<Tensor(const Tensor&)> reshape_back(const Tensor& self) {
-    return [shape = self.shape()](const Tensor& g) { return views::reshape(g, shape); };
+    return [shape = self.shape()](const Tensor& g) { return kernels::reshape(g, shape); };
 }
 
 }  // namespace
@@ -49,13 +49,19 @@ Tensor Tensor::view(const Shape& s) const {
     return record_view("view", *this, views::view(*this, s), reshape_back(*this));
 }
 
-Tensor Tensor::reshape(const Shape& s) const {
-    return record_view("reshape", *this, views::reshape(*this, s), reshape_back(*this));
+namespace {
+// A view recorded as `name` when the strides allow one; else a recorded copy
+// (clone) and a view of it, as PyTorch's reshape.
+Tensor reshape_as(const char* name, const Tensor& self, const Shape& s) {
+    if (auto v = views::try_view(self, s)) return record_view(name, self, *v, reshape_back(self));
+    return self.clone().view(s);
 }
+}  // namespace
+
+Tensor Tensor::reshape(const Shape& s) const { return reshape_as("reshape", *this, s); }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-    return record_view("flatten", *this, views::flatten(*this, start_dim, end_dim),
-                       reshape_back(*this));
+    return reshape_as("flatten", *this, views::flatten_shape(shape(), start_dim, end_dim));
 }
 
 Tensor Tensor::squeeze() const {

@@ -13,7 +13,7 @@ namespace ember::test {
 struct ConvCase {
     Shape input;   // [N, C, H, W]
     Shape weight;  // [O, C/groups, kH, kW]
-    kernels::Int2 stride, padding, dilation;
+    Int2 stride, padding, dilation;
     int64_t groups;
     bool bias = true;
 };
@@ -21,7 +21,7 @@ struct ConvCase {
 /// A pooling case with its expected output shape, worked out by hand.
 struct PoolCase {
     Shape input;  // [N, C, H, W]
-    kernels::Int2 kernel, stride, padding, dilation;
+    Int2 kernel, stride, padding, dilation;
     bool ceil_mode;
     Shape out;  // [N, C, OH, OW]
 };

@@ -11,7 +11,6 @@
 
 using namespace ember;
 using namespace ember::test;
-using kernels::Int2;
 
 namespace {
 

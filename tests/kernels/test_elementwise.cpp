@@ -51,7 +51,7 @@ TEST_CASE("gelu: exact and tanh forms", "[elementwise][gelu]") {
         {-0.004049694095, -0.1586552539, -0.1542687694, 0, 0.3457312306, 0.8413447461, 2.995950306},
         1e-7, 1e-9);
     check_close(
-        K::gelu(x, K::GeluApprox::tanh),
+        K::gelu(x, GeluApprox::tanh),
         {-0.003637392082, -0.1588080094, -0.1542859902, 0, 0.3457140098, 0.8411919906, 2.996362608},
         1e-7, 1e-9);
 }
@@ -97,11 +97,11 @@ TEST_CASE("NaN and infinity behaviour", "[elementwise][nan]") {
     check_close(K::sigmoid(x), {NAN, 1, 0, 0.5, 1 / (1 + std::exp(1.0))});
     check_close(K::tanh(x), {NAN, 1, -1, 0, std::tanh(-1.0)});
     check_close(K::gelu(x), {NAN, INFINITY, NAN, 0, ref_unary(UnaryOp::gelu, -1)});
-    check_close(K::gelu(x, K::GeluApprox::tanh),
+    check_close(K::gelu(x, GeluApprox::tanh),
                 {NAN, INFINITY, NAN, 0, ref_unary(UnaryOp::gelu_tanh, -1)});
     // Far left tail: the tanh form rounds to -0; exp(-2u) overflows to inf here (or
     // nearly), giving -0 or a negligible negative.
-    check_close(K::gelu(from_vector(std::vector<float>{-60.0f, -10.0f}), K::GeluApprox::tanh),
+    check_close(K::gelu(from_vector(std::vector<float>{-60.0f, -10.0f}), GeluApprox::tanh),
                 {0, 0}, 0, 1e-30);
     check_close(K::clamp(x, -0.5, 0.5), {NAN, 0.5, -0.5, 0, -0.5});
     check_close(K::maximum(x, 0.0), {NAN, INFINITY, 0, 0, 0});

@@ -14,7 +14,6 @@
 
 using namespace ember;
 using namespace ember::test;
-using kernels::Int2;
 
 namespace {
 

@@ -161,7 +161,7 @@ TEST_CASE("known values", "[reduce]") {
     check_close(k::norm(x, 1, {1}), {6, 15});
     check_close(k::norm(x, INFINITY), {6});
     check_close(k::amin(x, {0}), {1, 2, 3});
-    const k::ValuesIndices m = k::max(x, 0);
+    const ValuesIndices m = k::max(x, 0);
     check_close(m.values, {4, 5, 6});
     check_close(m.indices, {1, 1, 1});
 }
@@ -366,7 +366,7 @@ TEST_CASE("max/min return the first extreme and its index; NaN wins", "[reduce]"
                             want_i.push_back(double(ref_arg(v, is_max)));
                             want_v.push_back(v[size_t(want_i.back())]);
                         }
-                        const k::ValuesIndices r =
+                        const ValuesIndices r =
                             is_max ? k::max(xl, c.dim, keepdim) : k::min(xl, c.dim, keepdim);
                         REQUIRE(r.values.shape() == g.out_shape);
                         REQUIRE(r.values.dtype() == dt);

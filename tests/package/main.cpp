@@ -1,6 +1,7 @@
 // Built against the installed package by the package_consumer test: the README's
 // C++ example (CPU part), checked, so the README cannot drift from the API.
 #include <ember/ember.h>
+#include <ember/kernels.h>  // installed too; its raw fronts must not make calls ambiguous
 
 #include <cstdio>
 #include <vector>
@@ -26,6 +27,12 @@ int main() {
     Tensor b = from_blob(host.data(), {4, 4});          // zero-copy view of your memory
     // ---- end of the example ----
 
+    // With both headers and `using namespace ember`, the differentiable op is
+    // the one picked (GeluApprox lives in ember, so no lookup reaches kernels::).
+    Tensor h = gelu(x, GeluApprox::tanh);
+    const bool gelu_ok = h.shape() == x.shape() && !h.requires_grad();
+    Tensor raw = kernels::gelu(x, GeluApprox::tanh);  // the raw front, by its explicit name
+
     double after = 0;
     {
         NoGradGuard no_grad;
@@ -33,7 +40,8 @@ int main() {
     }
     const bool ok = after < loss.item() && !model->parameters()[0].grad().defined() &&
                     v.is_contiguous() && v.at({5, 3}) == x.at({3, 5}) &&
-                    s.shape() == Shape{64, 392} && b.data_ptr() == host.data();
+                    s.shape() == Shape{64, 392} && b.data_ptr() == host.data() && gelu_ok &&
+                    raw.at({1, 2}) == h.at({1, 2});
     std::printf("README example: %s\n", ok ? "ok" : "WRONG");
     return ok ? 0 : 1;
 }

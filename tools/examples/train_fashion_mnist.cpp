@@ -1,7 +1,7 @@
 // Trains a reference model on Fashion-MNIST with the threaded loader and a
 // plain SGD loop, then reports test accuracy and what the loader measured.
 // Usage: train_fashion_mnist [mlp|resnet8] [steps] [minimum test accuracy]
-#include <ember.h>
+#include <ember/ember.h>
 
 #include <cstdio>
 #include <cstdlib>

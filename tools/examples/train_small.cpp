@@ -1,7 +1,7 @@
 // ember's C++ API in one page: define a model, train it a few steps on
 // synthetic data with a hand-written SGD loop, save its weights.
 // Usage: train_small [weights.safetensors]
-#include <ember.h>
+#include <ember/ember.h>
 
 #include <iostream>
 

@@ -1,6 +1,9 @@
-// The public API of ember in one include.
+// The public API of ember in one include: tensors, devices and streams, the
+// differentiable ops and autograd, nn, and the data pipeline. The raw kernels
+// (no autograd) are a separate, explicit include: ember/kernels.h.
 #pragma once
 
+#include "core/cuda_context.h"
 #include "core/cuda_stream.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -9,18 +12,8 @@
 #include "core/host_cache.h"
 #include "core/tensor.h"
 #include "autograd/ops.h"
-#include "kernels/conv.h"
-#include "kernels/dropout.h"
-#include "kernels/elementwise.h"
 #include "kernels/factories.h"
-#include "kernels/index.h"
-#include "kernels/loss.h"
-#include "kernels/matmul.h"
-#include "kernels/norm.h"
-#include "kernels/pool.h"
-#include "kernels/reduce.h"
-#include "kernels/shape_ops.h"
-#include "kernels/softmax.h"
+#include "kernels/op_types.h"
 #include "nn/nn.h"
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"

@@ -1,0 +1,69 @@
+// Tensor's element reads and printing (declared in core/tensor.h). They may
+// copy from a device, so they live beside the copies, above core.
+#include <ostream>
+#include <type_traits>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/copy.h"
+#include "kernels/front.h"
+
+namespace ember {
+
+double Tensor::at(const Shape& index) const {
+    const int64_t off = element_offset(*this, index, "at");
+    Tensor host = *this;
+    if (!device().is_cpu()) {  // copy that one element, not the tensor
+        const Tensor one = make_tensor(storage(), {}, {}, off, dtype());
+        host = empty({}, {dtype(), Device::cpu()});
+        kernels::copy(host, one);
+    }
+    const int64_t at = device().is_cpu() ? off : 0;
+    return visit_dtype(dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T v = static_cast<const T*>(host.storage()->data())[at];
+        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+            return double(float(v));
+        else
+            return double(v);
+    });
+}
+
+double Tensor::item() const {
+    EMBER_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ",
+                shape_str(shape()));
+    return at(Shape(size_t(dim()), 0));
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+    Tensor c = *this;
+    if (!device().is_cpu() || dtype() != dtype_of<T>() || !is_contiguous()) {
+        c = empty(shape(), {dtype_of<T>(), Device::cpu()});
+        kernels::copy(c, *this);
+    }
+    const T* p = c.data<T>();
+    return std::vector<T>(p, p + c.numel());
+}
+
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+    if (!t.defined()) return os << "Tensor(undefined)";
+    os << "Tensor(" << dtype_name(t.dtype()) << ", " << t.device() << ", "
+       << shape_str(t.shape()) << ")";
+    constexpr int64_t kMaxPrinted = 64;
+    if (t.numel() > 0 && t.numel() <= kMaxPrinted) {
+        const std::vector<double> v = t.to_vector<double>();
+        os << " {";
+        for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+        os << "}";
+    }
+    return os;
+}
+
+}  // namespace ember
