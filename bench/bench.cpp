@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/cuda_stream.h"
 #include "core/error.h"
 #include "ember/ember.h"
 #include "ember/kernels.h"
@@ -84,18 +85,48 @@ double measure_copy_gbps(const Options& o) {
     return 2.0 * double(n) * 4 / (ms * 1e6);
 }
 
+std::optional<Device> bench_gpu() {
+    if (cuda_device_count() == 0) return std::nullopt;
+    return Device::cuda(0);
+}
+
+double gpu_median_ms(Device device, const std::function<void()>& f, const Options& o) {
+    const size_t l2 = CudaContext::of(device).properties().l2_bytes;
+    Tensor flush = empty({int64_t(2 * l2 / 4 + 1)}, {DType::f32, device});
+    CudaEvent start(device, true), end(device, true);
+    for (int i = 0; i < o.warmup; ++i) f();
+    std::vector<double> t;
+    for (int i = 0; i < std::max(1, o.repeats); ++i) {
+        kernels::fill(flush, double(i));  // evicts the inputs from L2
+        start.record(current_stream(device));
+        f();
+        end.record(current_stream(device));
+        end.synchronize();
+        t.push_back(CudaEvent::elapsed_ms(start, end));
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+double measure_gpu_copy_gbps(Device device, const Options& o) {
+    const int64_t n = o.quick ? (int64_t(1) << 22) : (int64_t(1) << 28);  // 1 GiB of f32
+    Tensor a = zeros({n}, {DType::f32, device}), b = empty({n}, {DType::f32, device});
+    const double ms = gpu_median_ms(device, [&] { kernels::copy(b, a); }, o);
+    return 2.0 * double(n) * 4 / (ms * 1e6);
+}
+
 void Report::print_table() const {
-    std::printf("%-10s %-22s %-22s %10s %10s %10s  %s\n", "family", "kernel", "shape", "ms", "GB/s",
-                "GFLOP/s", "of limit");
+    std::printf("%-10s %-7s %-22s %-22s %10s %10s %10s  %s\n", "family", "device", "kernel",
+                "shape", "ms", "GB/s", "GFLOP/s", "of limit");
     for (const Row& r : rows_) {
         char gb[32] = "-", gf[32] = "-", fr[96] = "";
         if (r.gbps >= 0) std::snprintf(gb, sizeof gb, "%.1f", r.gbps);
         if (r.gflops >= 0) std::snprintf(gf, sizeof gf, "%.1f", r.gflops);
         if (r.fraction >= 0)
             std::snprintf(fr, sizeof fr, "%5.1f%% of %s", 100 * r.fraction, r.limit.c_str());
-        std::printf("%-10s %-22s %-22s %10.3f %10s %10s  %s%s%s\n", r.family.c_str(),
-                    r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, fr, r.note.empty() ? "" : "  ",
-                    r.note.c_str());
+        std::printf("%-10s %-7s %-22s %-22s %10.3f %10s %10s  %s%s%s\n", r.family.c_str(),
+                    r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, fr,
+                    r.note.empty() ? "" : "  ", r.note.c_str());
     }
 }
 
@@ -104,11 +135,11 @@ void Report::print_json() const {
     for (size_t i = 0; i < rows_.size(); ++i) {
         const Row& r = rows_[i];
         std::printf(
-            "  {\"family\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", \"ms\": %.6f, "
-            "\"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, \"limit\": \"%s\", "
-            "\"note\": \"%s\"}%s\n",
-            r.family.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps, r.gflops, r.fraction,
-            r.limit.c_str(), r.note.c_str(), i + 1 < rows_.size() ? "," : "");
+            "  {\"family\": \"%s\", \"device\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", "
+            "\"ms\": %.6f, \"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, "
+            "\"limit\": \"%s\", \"note\": \"%s\"}%s\n",
+            r.family.c_str(), r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps,
+            r.gflops, r.fraction, r.limit.c_str(), r.note.c_str(), i + 1 < rows_.size() ? "," : "");
     }
     std::printf("]\n");
 }

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/device.h"
 
 namespace CLI {
 class App;
@@ -33,6 +36,7 @@ struct Row {
     double fraction = -1;  // of `limit`, or -1
     std::string limit;     // what the fraction is of, e.g. "copy 62.1 GB/s"
     std::string note;      // anything else worth a column, e.g. "peak host 12.3 MB"
+    std::string device = "cpu";  // where it ran
 };
 
 class Report {
@@ -63,6 +67,19 @@ double median_ms(const std::function<void()>& f, int warmup, int repeats);
 /// that a change in machine load (a shared box) hits all of them alike.
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
                                           const Options& o);
+
+/// The GPU the benchmarks also time, when one is present: cuda:0.
+std::optional<Device> bench_gpu();
+
+/// Median time in ms of f(), whose work is queued on `device`'s current
+/// stream, measured with CUDA events around each run. Before each run the L2
+/// is flushed (a fill of twice its size, outside the timed span), so inputs
+/// come from device memory as in a training step.
+double gpu_median_ms(Device device, const std::function<void()>& f, const Options& o);
+
+/// Device-memory copy bandwidth of `device` in GB/s (bytes read + written),
+/// measured now: the limit of the memory-bound GPU rows.
+double measure_gpu_copy_gbps(Device device, const Options& o);
 
 /// "copy 46.5 GB/s": the label of a limit in the report.
 std::string limit_label(const char* what, double value, const char* unit);

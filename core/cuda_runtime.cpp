@@ -58,12 +58,12 @@ void CudaStream::copy_async(void* dst, const void* src, size_t nbytes) const {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, handle_));
 }
 
-CudaEvent::CudaEvent(Device device) : device_(device) {
+CudaEvent::CudaEvent(Device device, bool timing) : device_(device) {
     EMBER_CHECK(device.is_cuda(), "CudaEvent: expected a CUDA device, got ", device);
     CudaContext::of(device);
     const DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
-    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     handle_ = e;
 }
 
@@ -83,8 +83,16 @@ void CudaEvent::wait(StreamRef stream) const {
     EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream.handle, static_cast<cudaEvent_t>(handle_), 0));
 }
 
+double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
+    float ms = 0;
+    EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.handle_),
+                                          static_cast<cudaEvent_t>(end.handle_)));
+    return double(ms);
+}
+
 void CudaEvent::synchronize() const {
     EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+    CudaContext::of(device_).error_flag().check();  // a sync point (Note [Device error flag])
 }
 
 }  // namespace ember

@@ -36,7 +36,9 @@ private:
 /// A CUDA event: a point in a stream that other streams or the host can wait for.
 class CudaEvent {
 public:
-    explicit CudaEvent(Device device);
+    /// An event on `device`; with `timing`, it also records a timestamp
+    /// (elapsed_ms), which costs a little when recorded.
+    explicit CudaEvent(Device device, bool timing = false);
     ~CudaEvent();
     CudaEvent(const CudaEvent&) = delete;
     CudaEvent& operator=(const CudaEvent&) = delete;
@@ -49,6 +51,9 @@ public:
     void wait(StreamRef stream) const;
     /// Blocks the host until the point is reached.
     void synchronize() const;
+    /// Milliseconds from `start` to `end` (both timing events, recorded and
+    /// reached; synchronize on `end` first).
+    static double elapsed_ms(const CudaEvent& start, const CudaEvent& end);
 
 private:
     Device device_;

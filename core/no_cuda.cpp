@@ -50,10 +50,13 @@ CudaStream::~CudaStream() = default;
 void CudaStream::copy_async(void*, const void*, size_t) const {
     EMBER_FAIL("internal error: CudaStream without the CUDA backend");
 }
-CudaEvent::CudaEvent(Device device) : device_(device) { no_cuda("cannot create an event", device); }
+CudaEvent::CudaEvent(Device device, bool) : device_(device) {
+    no_cuda("cannot create an event", device);
+}
 CudaEvent::~CudaEvent() = default;
 void CudaEvent::record(StreamRef) {}
 void CudaEvent::wait(StreamRef) const {}
 void CudaEvent::synchronize() const {}
+double CudaEvent::elapsed_ms(const CudaEvent&, const CudaEvent&) { return 0; }
 
 }  // namespace ember

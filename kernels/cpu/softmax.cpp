@@ -26,35 +26,7 @@ using math::cast;
 
 inline constexpr int64_t kStrip = 256;  // columns per task when inner > 1
 
-// exp(x) for x <= 0 in f32 without a libm call, so loops over it vectorize
-// (glibc's vector expf needs -ffast-math). x = n ln2 + r with |r| <= ln2 / 2
-// (ln2 split in two so n * kLn2Hi is exact), exp(r) by its degree-7 Taylor
-// polynomial (truncation < 1e-8 relative), 2^n written into the exponent bits.
-// Error under 1.3 ulp over [-87.3, 0] (checked for every float there). Below
-// ln(FLT_MIN) = -87.3365 the result (subnormal in libm) is flushed to 0: a
-// softmax term under 1.2e-38 of the largest. NaN stays NaN.
-// n is rounded by adding and removing 1.5 * 2^23, not std::floor, which GCC 12
-// does not vectorize.
-// TODO(math.h): belongs in kernels/math.h beside the CUDA twin (__expf).
-inline float exp_nonpositive(float x) {
-    constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-    constexpr float kRound = 12582912.0f;        // 1.5 * 2^23: float spacing 1 around it
-    const float xc = x > -87.3365f ? x : -87.3365f;  // also maps NaN to a finite value
-    const float n = (xc * kLog2e + kRound) - kRound;
-    const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const float scale = std::bit_cast<float>((int32_t(n) + 127) << 23);
-    const float y = p * scale;
-    return x != x ? x : x > -87.3365f ? y : 0.0f;
-}
-inline double exp_nonpositive(double x) { return std::exp(x); }
+using math::exp_nonpositive;
 
 // sum exp(v - m) as an Op for tree_reduce.
 template <class A>
