@@ -1,48 +1,20 @@
-// Unary elementwise ops against naive f64 references: every op over the shape
-// table and layouts, gelu forms, clamp, the NaN/inf policies, raw-View kernel
-// calls, and every documented error.
-#include "kernels/elementwise_ref.h"
+// Elementwise special cases beside the op table (tests/ops): gelu at known
+// values, the NaN/inf policies, a raw-View kernel call, and every documented
+// error.
+#include <cmath>
+#include <limits>
 
-using namespace ember::test::elementwise_ref;
+#include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise.h"
+#include "kernels/front.h"
+#include "ops/reference.h"
+#include "support.h"
 
-TEST_CASE("unary ops match the f64 reference on floating dtypes, shapes and layouts",
-          "[elementwise]") {
-    uint64_t seed = 400;
-    for (UnaryOp op : kUnary)
-        for (DType t : kFloats)
-            for (const Shape& s : kUnaryShapes) {
-                const auto [lo, hi] = domain(op);
-                const Tensor x = random_tensor(s, t, ++seed, lo, hi);
-                for (const Tensor& in : {x, non_contiguous(x)}) {
-                    INFO(K::op_name(op) << "(" << describe(in) << ")");
-                    const Tensor out = K::unary(op, in);
-                    REQUIRE(out.dtype() == t);
-                    REQUIRE(out.shape() == s);
-                    std::vector<double> want = values(in);
-                    for (double& w : want) w = ref_unary(op, w);
-                    check_close(out, want, rtol_for(t), atol_for(t));
-                }
-            }
-}
-
-TEST_CASE("unary ops on integers: neg/abs/relu keep the dtype, the others compute in f32",
-          "[elementwise]") {
-    uint64_t seed = 500;
-    for (UnaryOp op : kUnary)
-        for (DType t : kInts) {
-            const bool positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt;
-            const Tensor x =
-                random_tensor({4, 6}, t, ++seed, positive || t == DType::u8 ? 1 : -30, 30);
-            const bool keeps = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::relu;
-            const DType want_t = keeps ? t : DType::f32;
-            INFO(K::op_name(op) << "(" << describe(x) << ")");
-            const Tensor out = K::unary(op, x.t());
-            REQUIRE(out.dtype() == want_t);
-            std::vector<double> want = values(x.t());
-            for (double& w : want) w = keeps ? wrap_to(ref_unary(op, w), t) : ref_unary(op, w);
-            check_close(out, want, rtol_for(want_t), atol_for(want_t));
-        }
-}
+using namespace ember;
+using namespace ember::test;
+namespace K = ember::kernels;
+using K::BinaryOp;
+using K::UnaryOp;
 
 TEST_CASE("gelu: exact and tanh forms", "[elementwise][gelu]") {
     const Tensor x = from_vector(std::vector<double>{-3, -1, -0.5, 0, 0.5, 1, 3});
@@ -56,36 +28,6 @@ TEST_CASE("gelu: exact and tanh forms", "[elementwise][gelu]") {
         1e-7, 1e-9);
 }
 
-TEST_CASE("clamp with either bound, on floating and integer dtypes", "[elementwise][clamp]") {
-    using Bound = std::optional<double>;
-    const std::pair<Bound, Bound> bounds[] = {
-        {-0.5, 0.7}, {-0.5, std::nullopt}, {std::nullopt, 0.7}, {1.0, -1.0}, {-2.5, 2.5}};
-    uint64_t seed = 600;
-    for (DType t :
-         {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
-        for (const auto& [lo, hi] : bounds) {
-            const bool integer = !is_floating(t);
-            const Tensor x = random_tensor(
-                {5, 7}, t, ++seed, integer ? (t == DType::u8 ? 0 : -6) : -2, integer ? 6 : 2);
-            INFO("clamp(" << describe(x) << ", " << lo.value_or(-INFINITY) << ", "
-                          << hi.value_or(INFINITY) << ")");
-            const Tensor out = K::clamp(non_contiguous(x), lo, hi);
-            REQUIRE(out.dtype() == t);
-            // Integer dtypes round bounds inward; the bounds in the compute dtype otherwise.
-            auto in_dtype = [&](double v, bool upper) {
-                if (!integer) return t == DType::f64 ? v : double(float(v));
-                v = upper ? std::floor(v) : std::ceil(v);
-                return t == DType::u8 ? std::max(v, 0.0) : v;  // saturated to the u8 range
-            };
-            std::vector<double> want = values(x);
-            for (double& w : want) {
-                if (lo) w = std::max(w, in_dtype(*lo, false));
-                if (hi) w = std::min(w, in_dtype(*hi, true));
-            }
-            check_close(out, want, rtol_for(t), atol_for(t));
-        }
-}
-
 TEST_CASE("NaN and infinity behaviour", "[elementwise][nan]") {
     const float inf = std::numeric_limits<float>::infinity();
     const Tensor x = from_vector(std::vector<float>{NAN, inf, -inf, 0.0f, -1.0f});
@@ -96,9 +38,9 @@ TEST_CASE("NaN and infinity behaviour", "[elementwise][nan]") {
     check_close(K::relu(x), {NAN, INFINITY, 0, 0, 0});  // relu(NaN) = NaN
     check_close(K::sigmoid(x), {NAN, 1, 0, 0.5, 1 / (1 + std::exp(1.0))});
     check_close(K::tanh(x), {NAN, 1, -1, 0, std::tanh(-1.0)});
-    check_close(K::gelu(x), {NAN, INFINITY, NAN, 0, ref_unary(UnaryOp::gelu, -1)});
+    check_close(K::gelu(x), {NAN, INFINITY, NAN, 0, ref::unary(UnaryOp::gelu, -1)});
     check_close(K::gelu(x, GeluApprox::tanh),
-                {NAN, INFINITY, NAN, 0, ref_unary(UnaryOp::gelu_tanh, -1)});
+                {NAN, INFINITY, NAN, 0, ref::unary(UnaryOp::gelu_tanh, -1)});
     // Far left tail: the tanh form rounds to -0; exp(-2u) overflows to inf here (or
     // nearly), giving -0 or a negligible negative.
     check_close(K::gelu(from_vector(std::vector<float>{-60.0f, -10.0f}), GeluApprox::tanh),
@@ -169,5 +111,7 @@ TEST_CASE("elementwise errors name the op, shapes and dtypes", "[elementwise][er
     REQUIRE_THROWS_WITH_MSG(
         K::add_(random_tensor({1}, DType::f32, 8).expand({4}), random_tensor({4}, DType::f32, 9)),
         "add_: the destination has broadcast (stride 0) dims");
-    // Device mismatch (check_same_device) needs a CUDA build and a GPU: not tested here.
+    const Tensor i64 = from_vector<int64_t>({1, 2}, {2});
+    REQUIRE_THROWS_WITH_MSG(K::relu_backward(i64, i64), "relu_backward: expected floating tensors");
+    // Device mismatch (check_same_device) needs a CUDA build and a GPU: tests/cuda.
 }

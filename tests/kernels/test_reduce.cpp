@@ -1,12 +1,16 @@
-// Reductions against naive f64 references computed here with plain loops, over
-// a table of shapes, dim sets, layouts, dtypes and keepdim; integer sums; the
-// accuracy of f32 sums; max/min indices with ties and NaN; every error path.
+// Reduction special cases beside the op table (tests/ops), which checks sum,
+// mean, norm, var, std, amax and amin against f64 references: known values,
+// integer sums past the input type, the accuracy of f32 sums, thread-count
+// independence, corrections >= n, NaN and inf, max/min/argmax/argmin with
+// ties and NaN over shapes and layouts, and every error path.
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
 
 #include "kernels/reduce.h"
+#include "ops/op_table.h"
+#include "ops/reference.h"
 #include "support.h"
 
 using namespace ember;
@@ -15,138 +19,17 @@ namespace k = ember::kernels;
 
 namespace {
 
-const DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-// For each output element, the input values reduced into it, in row-major
-// order of the input (so in order along a single reduced dim).
-struct Groups {
-    Shape out_shape;
-    std::vector<std::vector<double>> values;
-};
-
-Groups group_values(const Tensor& x, const Shape& dims, bool keepdim) {
-    const int64_t nd = x.dim();
-    std::vector<bool> reduced(size_t(nd), dims.empty());
-    for (int64_t d : dims)
-        if (nd > 0) reduced[size_t(d < 0 ? d + nd : d)] = true;
-    Groups g;
-    int64_t out_numel = 1;
-    for (int64_t d = 0; d < nd; ++d) {
-        if (!reduced[size_t(d)]) out_numel *= x.shape()[size_t(d)];
-        if (!reduced[size_t(d)])
-            g.out_shape.push_back(x.shape()[size_t(d)]);
-        else if (keepdim)
-            g.out_shape.push_back(1);
-    }
-    g.values.resize(size_t(out_numel));
+// For each output element, the input values reduced into it, in order along
+// the reduced dim.
+std::vector<std::vector<double>> group_values(const Tensor& x, const ref::Groups& g) {
+    std::vector<std::vector<double>> out(size_t(g.outputs));
     const std::vector<double> v = values(x);
-    Shape idx(size_t(nd), 0);  // unravel(i, x.shape()), advanced as i counts up
-    for (size_t i = 0; i < v.size(); ++i) {
-        int64_t o = 0;
-        for (int64_t d = 0; d < nd; ++d)
-            if (!reduced[size_t(d)]) o = o * x.shape()[size_t(d)] + idx[size_t(d)];
-        g.values[size_t(o)].push_back(v[i]);
-        for (int64_t d = nd - 1; d >= 0 && ++idx[size_t(d)] == x.shape()[size_t(d)]; --d)
-            idx[size_t(d)] = 0;
-    }
-    return g;
-}
-
-double ref_sum(const std::vector<double>& g) {
-    double s = 0;
-    for (double v : g) s += v;
-    return s;
-}
-double ref_norm(const std::vector<double>& g, double p) {
-    double s = 0;
-    for (double v : g) s = std::isinf(p) ? std::max(s, std::abs(v)) : s + std::pow(std::abs(v), p);
-    return std::isinf(p) ? s : std::pow(s, 1 / p);
-}
-double ref_var(const std::vector<double>& g, double correction) {
-    const double n = double(g.size()), mean = ref_sum(g) / n;
-    double m2 = 0;
-    for (double v : g) m2 += (v - mean) * (v - mean);
-    return m2 / std::max(0.0, n - correction);
-}
-double ref_extreme(const std::vector<double>& g, bool is_max) {
-    double m = g.at(0);
-    for (double v : g) {
-        if (std::isnan(v)) return v;
-        m = is_max ? std::max(m, v) : std::min(m, v);
-    }
-    return m;
-}
-
-// The same values in several memory layouts.
-std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& x) {
-    std::vector<std::pair<std::string, Tensor>> out = {{"contiguous", x},
-                                                       {"transposed", non_contiguous(x)}};
-    if (x.dim() >= 1) {  // every other row of a larger tensor whose gaps hold 7s
-        Shape big = x.shape();
-        big[0] *= 2;
-        Tensor b = full(big, 7.0, {x.dtype()});
-        Tensor v = b.slice(0, 0, big[0], 2);
-        v.copy_(x);
-        out.push_back({"step-2 slice", v});
-    }
-    if (x.dim() >= 3) {  // dense, memory order reversed
-        Shape rev;
-        for (int64_t d = x.dim() - 1; d >= 0; --d) rev.push_back(d);
-        out.push_back({"reversed memory order", x.permute(rev).contiguous().permute(rev)});
-    }
+    for (size_t i = 0; i < v.size(); ++i) out[size_t(g.out_of[i])].push_back(v[i]);
     return out;
 }
 
-struct Case {
-    Shape shape;
-    Shape dims;
-};
-
-// Size-0 and size-1 dims, 0-d, all dims, non-consecutive and negative dim
-// sets, and tensors big enough for the threaded paths (rows, few long rows cut
-// into chunks, column strips, column strips cut into row chunks, permuted copy).
-const Case kCases[] = {
-    {{}, {}},
-    {{}, {0}},
-    {{}, {-1}},
-    {{7}, {}},
-    {{7}, {0}},
-    {{1}, {0}},
-    {{0}, {0}},
-    {{3, 0}, {1}},
-    {{3, 0}, {0}},
-    {{4, 5}, {0}},
-    {{4, 5}, {1}},
-    {{4, 5}, {-1}},
-    {{4, 5}, {0, 1}},
-    {{5, 1, 4}, {1}},
-    {{5, 1, 4}, {0, 2}},
-    {{3, 4, 5}, {1}},
-    {{3, 4, 5}, {2, 0}},
-    {{3, 4, 5}, {-1, -2}},
-    {{2, 3, 4, 5}, {0, 2}},
-    {{2, 3, 4, 5}, {1, 3}},
-    {{2, 3, 4, 5}, {3, 1, 0}},
-    {{6, 1, 7}, {0, 1}},
-    {{300, 257}, {1}},
-    {{300, 257}, {0}},
-    {{2, 70000}, {1}},
-    {{150000}, {}},
-    {{3000, 3, 7}, {1}},
-    {{1, 1100, 520}, {1}},
-    {{40, 30, 50}, {0, 2}},
-    {{40, 2500}, {0}},
-};
-
-// The reference as the result dtype holds it (f16 sums past 65504 are inf).
-std::vector<double> rounded(const std::vector<double>& v, DType dt) {
-    return values(from_vector(v, {int64_t(v.size())}).to(dt));
-}
-
-std::string case_name(const Case& c, DType dt, const std::string& layout, bool keepdim) {
-    return str(dtype_name(dt), " ", shape_str(c.shape), " dims ", shape_str(c.dims), " ", layout,
-               keepdim ? " keepdim" : "");
-}
+const Layout kLayouts[] = {Layout::contiguous, Layout::transposed, Layout::strided,
+                           Layout::reversed};
 
 }  // namespace
 
@@ -166,86 +49,7 @@ TEST_CASE("known values", "[reduce]") {
     check_close(m.indices, {1, 1, 1});
 }
 
-TEST_CASE("floating reductions match an f64 reference", "[reduce]") {
-    uint64_t seed = 1;
-    for (const Case& c : kCases) {
-        for (DType dt : kFloats) {
-            const Tensor x = random_tensor(c.shape, dt, seed++);
-            const double rtol = rtol_for(dt);
-            for (const auto& [layout, xl] : layouts(x)) {
-                for (bool keepdim : {false, true}) {
-                    if (keepdim && layout != "contiguous") continue;  // keepdim only reshapes
-                    INFO(case_name(c, dt, layout, keepdim));
-                    const Groups g = group_values(xl, c.dims, keepdim);
-                    const size_t n = g.values.empty() ? 0 : g.values[0].size();
-                    // Sums of random signs cancel: allow rtol on a random walk's size.
-                    const double walk = rtol * std::sqrt(double(std::max<size_t>(n, 1)));
-                    std::vector<double> sum, mean, n1, n2, ninf, var0, var1, std1, amax, amin;
-                    for (const std::vector<double>& v : g.values) {
-                        sum.push_back(ref_sum(v));
-                        mean.push_back(ref_sum(v) / double(v.size()));
-                        n1.push_back(ref_norm(v, 1));
-                        n2.push_back(ref_norm(v, 2));
-                        ninf.push_back(ref_norm(v, INFINITY));
-                        var0.push_back(ref_var(v, 0));
-                        var1.push_back(ref_var(v, 1));
-                        std1.push_back(std::sqrt(ref_var(v, 1)));
-                        if (!v.empty()) amax.push_back(ref_extreme(v, true));
-                        if (!v.empty()) amin.push_back(ref_extreme(v, false));
-                    }
-                    const Tensor s = k::sum(xl, c.dims, keepdim);
-                    REQUIRE(s.shape() == g.out_shape);
-                    REQUIRE(s.dtype() == dt);
-                    check_close(s, rounded(sum, dt), rtol, walk);
-                    check_close(k::mean(xl, c.dims, keepdim), rounded(mean, dt), rtol,
-                                walk / double(std::max<size_t>(n, 1)));
-                    check_close(k::norm(xl, 1, c.dims, keepdim), rounded(n1, dt), rtol);
-                    check_close(k::norm(xl, 2, c.dims, keepdim), rounded(n2, dt), rtol);
-                    check_close(k::norm(xl, INFINITY, c.dims, keepdim), rounded(ninf, dt), rtol);
-                    check_close(k::var(xl, c.dims, 0, keepdim), rounded(var0, dt), rtol, rtol);
-                    check_close(k::var(xl, c.dims, 1, keepdim), rounded(var1, dt), rtol, rtol);
-                    check_close(k::std(xl, c.dims, 1, keepdim), rounded(std1, dt), rtol, rtol);
-                    if (n == 0 && !g.values.empty()) {
-                        REQUIRE_THROWS_WITH_MSG(k::amax(xl, c.dims, keepdim),
-                                                "amax: cannot reduce over an empty dim");
-                        continue;
-                    }
-                    check_close(k::amax(xl, c.dims, keepdim), amax, 0, 0);
-                    check_close(k::amin(xl, c.dims, keepdim), amin, 0, 0);
-                }
-            }
-        }
-    }
-}
-
-TEST_CASE("integer and bool sums give i64; amax/amin keep the dtype", "[reduce]") {
-    const DType ints[] = {DType::i32, DType::i64, DType::u8, DType::boolean};
-    uint64_t seed = 100;
-    for (const Case& c : kCases) {
-        for (DType dt : ints) {
-            const double lo = dt == DType::u8 ? 0 : -1000, hi = dt == DType::u8 ? 250 : 1000;
-            const Tensor x = random_tensor(c.shape, dt, seed++, lo, hi);
-            for (const auto& [layout, xl] : layouts(x)) {
-                INFO(case_name(c, dt, layout, false));
-                const Groups g = group_values(xl, c.dims, false);
-                std::vector<double> sum, amax, amin;
-                for (const std::vector<double>& v : g.values) {
-                    sum.push_back(ref_sum(v));
-                    if (!v.empty()) amax.push_back(ref_extreme(v, true));
-                    if (!v.empty()) amin.push_back(ref_extreme(v, false));
-                }
-                const Tensor s = k::sum(xl, c.dims);
-                REQUIRE(s.dtype() == DType::i64);
-                check_close(s, sum, 0, 0);
-                if (amax.size() != g.values.size()) continue;  // empty dims: checked above
-                const Tensor mx = k::amax(xl, c.dims);
-                REQUIRE(mx.dtype() == dt);
-                check_close(mx, amax, 0, 0);
-                check_close(k::amin(xl, c.dims), amin, 0, 0);
-            }
-        }
-    }
-    // u8 sums past 255 and i32 sums past 2^31 do not wrap in the input type.
+TEST_CASE("u8 and i32 sums do not wrap in the input type", "[reduce]") {
     check_close(k::sum(full({1000}, 200, {DType::u8})), {200000}, 0, 0);
     check_close(k::sum(full({3}, 2e9, {DType::i32})), {6e9}, 0, 0);
 }
@@ -354,15 +158,19 @@ TEST_CASE("max/min return the first extreme and its index; NaN wins", "[reduce]"
                 x.view({-1}).set({11}, NAN);
                 x.view({-1}).set({x.numel() - 2}, NAN);
             }
-            for (const auto& [layout, xl] : layouts(x)) {
+            for (Layout layout : kLayouts) {
+                const std::optional<std::vector<Tensor>> in = in_layout({x}, layout);
+                if (!in) continue;
+                const Tensor& xl = in->at(0);
                 for (bool keepdim : {false, true}) {
-                    if (keepdim && layout != "contiguous") continue;
-                    INFO(str(dtype_name(dt), " ", shape_str(c.shape), " dim ", c.dim, " ", layout,
-                             keepdim ? " keepdim" : ""));
-                    const Groups g = group_values(xl, {c.dim}, keepdim);
+                    if (keepdim && layout != Layout::contiguous) continue;
+                    INFO(str(dtype_name(dt), " ", shape_str(c.shape), " dim ", c.dim, " layout ",
+                             int(layout), keepdim ? " keepdim" : ""));
+                    const ref::Groups g = ref::groups(xl.shape(), {c.dim}, keepdim);
+                    const std::vector<std::vector<double>> groups = group_values(xl, g);
                     for (bool is_max : {true, false}) {
                         std::vector<double> want_v, want_i;
-                        for (const std::vector<double>& v : g.values) {
+                        for (const std::vector<double>& v : groups) {
                             want_i.push_back(double(ref_arg(v, is_max)));
                             want_v.push_back(v[size_t(want_i.back())]);
                         }

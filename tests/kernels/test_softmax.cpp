@@ -1,13 +1,15 @@
-// softmax and log_softmax against exp(x - logsumexp) computed in f64 here,
-// over shapes, dims, layouts and floating dtypes; rows summing to 1; large
-// magnitudes, NaN and -inf; their backwards against the f64 formulas and
-// central differences; every error path.
+// softmax special cases beside the op table (tests/ops), which checks softmax,
+// log_softmax and their backwards against f64 references over shapes, dims,
+// layouts and dtypes: large magnitudes, NaN and -inf, the smallest normal
+// float, the backwards against central differences of the forwards, thread
+// independence, and every error path.
 #include <omp.h>
 
 #include <cmath>
 
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
+#include "ops/reference.h"
 #include "support.h"
 
 using namespace ember;
@@ -16,89 +18,9 @@ namespace k = ember::kernels;
 
 namespace {
 
-// softmax (or log_softmax) of x along dim in f64: for each line along dim,
-// lse = m + log(sum exp(x - m)), then exp(x - lse) or x - lse.
-std::vector<double> ref_softmax(const Tensor& x, int64_t dim, bool log) {
-    const std::vector<double> v = values(x);
-    std::vector<double> out(v.size());
-    if (v.empty()) return out;
-    const int64_t nd = std::max<int64_t>(x.dim(), 1);
-    const Shape shape = x.dim() ? x.shape() : Shape{1};
-    const int64_t d = dim < 0 ? dim + nd : dim;
-    int64_t inner = 1;
-    for (int64_t i = d + 1; i < nd; ++i) inner *= shape[size_t(i)];
-    const int64_t n = shape[size_t(d)];
-    for (int64_t start = 0; start < int64_t(v.size()); ++start) {
-        if ((start / inner) % n != 0) continue;  // visit each line once, from its first element
-        double m = -INFINITY;
-        for (int64_t r = 0; r < n; ++r) m = std::max(m, v[size_t(start + r * inner)]);
-        double s = 0;
-        for (int64_t r = 0; r < n; ++r) s += std::exp(v[size_t(start + r * inner)] - m);
-        const double lse = m + std::log(s);
-        for (int64_t r = 0; r < n; ++r) {
-            const double xv = v[size_t(start + r * inner)];
-            out[size_t(start + r * inner)] = log ? (xv - m) - std::log(s) : std::exp(xv - lse);
-        }
-    }
-    return out;
-}
-
-std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& x) {
-    std::vector<std::pair<std::string, Tensor>> out = {{"contiguous", x},
-                                                       {"transposed", non_contiguous(x)}};
-    if (x.dim() >= 1) {
-        Shape big = x.shape();
-        big[0] *= 2;
-        Tensor b = full(big, 7.0, {x.dtype()});
-        Tensor v = b.slice(0, 0, big[0], 2);
-        v.copy_(x);
-        out.push_back({"step-2 slice", v});
-    }
-    return out;
-}
-
-struct Case {
-    Shape shape;
-    int64_t dim;
-};
-
-const Case kCases[] = {
-    {{}, 0},           {{}, -1},           {{1}, 0},         {{7}, 0},          {{7}, -1},
-    {{4, 5}, 0},       {{4, 5}, 1},        {{4, 5}, -1},     {{5, 1}, 1},       {{3, 4, 5}, 1},
-    {{2, 3, 4, 5}, 2}, {{2, 3, 4, 5}, -4}, {{0, 5}, 1},      {{3, 0}, 1},       {{300, 257}, 1},
-    {{300, 257}, 0},   {{70, 600}, 0},     {{4, 20000}, -1}, {{3, 700, 20}, 1},
-};
-
 const DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
 }  // namespace
-
-TEST_CASE("softmax and log_softmax match exp(x - logsumexp) in f64", "[softmax]") {
-    uint64_t seed = 1;
-    for (const Case& c : kCases) {
-        for (DType dt : kFloats) {
-            const Tensor x = random_tensor(c.shape, dt, seed++, -4, 4);
-            const double rtol = rtol_for(dt);
-            const std::vector<double> want = ref_softmax(x, c.dim, false);
-            const std::vector<double> want_log = ref_softmax(x, c.dim, true);
-            for (const auto& [layout, xl] : layouts(x)) {
-                INFO(dtype_name(dt)
-                     << " " << shape_str(c.shape) << " dim " << c.dim << " " << layout);
-                const Tensor y = k::softmax(xl, c.dim);
-                REQUIRE(y.shape() == c.shape);
-                REQUIRE(y.dtype() == dt);
-                check_close(y, want, rtol, 1e-7);
-                const Tensor ly = k::log_softmax(xl, c.dim);
-                REQUIRE(ly.dtype() == dt);
-                check_close(ly, want_log, rtol, rtol);
-                if (x.numel() == 0) continue;
-                // Rows sum to 1 (within the dtype's rounding of each element).
-                const Tensor sums = k::sum(y.to(DType::f64), {c.dim});
-                check_close(sums, std::vector<double>(size_t(sums.numel()), 1.0), 0, rtol * 2);
-            }
-        }
-    }
-}
 
 TEST_CASE("log_softmax and softmax stay finite for inputs of magnitude 1000", "[softmax]") {
     for (DType dt : kFloats) {
@@ -106,10 +28,10 @@ TEST_CASE("log_softmax and softmax stay finite for inputs of magnitude 1000", "[
         const Tensor x = random_tensor({16, 300}, dt, 50, -1000, 1000);
         const Tensor ly = k::log_softmax(x, 1);
         for (double v : values(ly)) REQUIRE(std::isfinite(v));
-        check_close(ly, ref_softmax(x, 1, true), rtol_for(dt), rtol_for(dt));
+        check_close(ly, ref::softmax(x, 1, true), rtol_for(dt), rtol_for(dt));
         const Tensor y = k::softmax(x, 1);
         for (double v : values(y)) REQUIRE(std::isfinite(v));
-        check_close(y, ref_softmax(x, 1, false), rtol_for(dt), 1e-7);
+        check_close(y, ref::softmax(x, 1, false), rtol_for(dt), 1e-7);
         // All equal large values: uniform.
         check_close(k::softmax(full({2, 4}, 1000.0, {dt}), 1), std::vector<double>(8, 0.25), 0, 0);
     }
@@ -165,33 +87,6 @@ TEST_CASE("softmax keeps terms down to the smallest normal float", "[softmax]") 
 
 namespace {
 
-// grad_x of softmax (or log_softmax) along dim from its output y, in f64:
-// y (g - Σ g y) or g - exp(y) Σ g along each line.
-std::vector<double> ref_softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log) {
-    const std::vector<double> gv = values(g), yv = values(y);
-    std::vector<double> out(gv.size());
-    if (gv.empty()) return out;
-    const int64_t nd = std::max<int64_t>(y.dim(), 1);
-    const Shape shape = y.dim() ? y.shape() : Shape{1};
-    const int64_t d = dim < 0 ? dim + nd : dim;
-    int64_t inner = 1;
-    for (int64_t i = d + 1; i < nd; ++i) inner *= shape[size_t(i)];
-    const int64_t n = shape[size_t(d)];
-    for (int64_t start = 0; start < int64_t(gv.size()); ++start) {
-        if ((start / inner) % n != 0) continue;
-        double s = 0;
-        for (int64_t r = 0; r < n; ++r) {
-            const size_t i = size_t(start + r * inner);
-            s += log ? gv[i] : gv[i] * yv[i];
-        }
-        for (int64_t r = 0; r < n; ++r) {
-            const size_t i = size_t(start + r * inner);
-            out[i] = log ? gv[i] - std::exp(yv[i]) * s : yv[i] * (gv[i] - s);
-        }
-    }
-    return out;
-}
-
 // d/dx of sum(f(x) · R) by central differences, in f64.
 template <class F>
 std::vector<double> numeric_grad(const Tensor& x, const Tensor& r, F f, double h = 1e-6) {
@@ -215,34 +110,6 @@ std::vector<double> numeric_grad(const Tensor& x, const Tensor& r, F f, double h
 }
 
 }  // namespace
-
-TEST_CASE("softmax_backward and log_softmax_backward match the f64 formulas",
-          "[softmax][backward]") {
-    uint64_t seed = 100;
-    for (const Case& c : kCases) {
-        for (DType dt : kFloats) {
-            const Tensor x = random_tensor(c.shape, dt, seed++, -4, 4);
-            const Tensor g = random_tensor(c.shape, dt, seed++, -1, 1);
-            const double rtol = rtol_for(dt);
-            for (bool log : {false, true}) {
-                const Tensor y = log ? k::log_softmax(x, c.dim) : k::softmax(x, c.dim);
-                const std::vector<double> want = ref_softmax_backward(g, y, c.dim, log);
-                for (const auto& [layout, gl] : layouts(g)) {
-                    INFO(dtype_name(dt) << " " << shape_str(c.shape) << " dim " << c.dim << " "
-                                        << layout << (log ? " log_softmax" : " softmax"));
-                    const Tensor yl = non_contiguous(y);
-                    const Tensor gx = log ? k::log_softmax_backward(gl, yl, c.dim)
-                                          : k::softmax_backward(gl, yl, c.dim);
-                    REQUIRE(gx.shape() == c.shape);
-                    REQUIRE(gx.dtype() == dt);
-                    REQUIRE(gx.is_contiguous());
-                    // The sums cancel: an absolute term scaled like the row's gradient.
-                    check_close(gx, want, rtol * 4, rtol * 4);
-                }
-            }
-        }
-    }
-}
 
 TEST_CASE("softmax backwards agree with central differences of the forwards",
           "[softmax][backward]") {

@@ -1,0 +1,90 @@
+// The op table's reference test: every entry in every signature, case and
+// layout against its f64 reference (rounded to the result dtype) with the
+// entry's tolerance: the result's dtype, shape and values, or the error the
+// reference expects. The differentiable op's forward (contiguous inputs: the
+// layout is the front's business) must agree as well. `test_ops -c <name>`
+// runs one entry.
+#include <cstdint>
+
+#include "ops/op_table.h"
+#include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+
+namespace {
+
+void check_entry(const OpEntry& e) {
+    uint64_t seed = 0;
+    for (const Signature& sig : e.dtypes) {
+        Expected want;
+        std::vector<double> expected;
+        size_t last_case = SIZE_MAX;
+        for (const Sample& s : samples(e, sig, seed += 1000)) {
+            INFO(e.name << "(" << s.label << ")");
+            if (s.case_index != last_case) {  // the layouts of a case hold the same values
+                want = e.reference(s);
+                expected = rounded(want);
+                last_case = s.case_index;
+            }
+            if (!want.error.empty()) {
+                REQUIRE_THROWS_WITH_MSG(e.raw(s.inputs, s.args), want.error);
+                continue;
+            }
+            const Tolerance tol = e.tolerance(want.dtype, s);
+            const Tensor out = e.raw(s.inputs, s.args);
+            REQUIRE(out.dtype() == want.dtype);
+            REQUIRE(out.shape() == want.shape);
+            REQUIRE(out.is_contiguous());  // fronts return new, contiguous tensors
+            check_close(out, expected, tol.rtol, tol.atol);
+            if (!e.differentiable || s.layout != Layout::contiguous) continue;
+            INFO("through autograd: " << e.name);
+            const Tensor ad = e.differentiable(s.inputs, s.args);
+            REQUIRE(ad.dtype() == want.dtype);
+            REQUIRE(ad.shape() == want.shape);
+            check_close(ad, expected, tol.rtol, tol.atol);
+        }
+    }
+}
+
+void check_families(std::initializer_list<Family> families) {
+    for (Family f : families)
+        for (const OpEntry* e : entries(f)) DYNAMIC_SECTION(e->name) {
+                check_entry(*e);
+            }
+}
+
+}  // namespace
+
+TEST_CASE("op table: elementwise ops match their f64 references", "[ops][elementwise]") {
+    check_families({Family::unary, Family::binary, Family::compare, Family::where, Family::clamp,
+                    Family::activation_backward});
+}
+
+TEST_CASE("op table: reductions match their f64 references", "[ops][reduce]") {
+    check_families({Family::reduce});
+}
+
+TEST_CASE("op table: softmax and its backward match their f64 references", "[ops][softmax]") {
+    check_families({Family::softmax});
+}
+
+TEST_CASE("op table: every entry is complete", "[ops]") {
+    for (const OpEntry& e : op_table()) {
+        INFO(e.name << " (" << family_name(e.family) << ")");
+        CHECK(e.raw);
+        CHECK(e.reference);
+        CHECK(e.tolerance);
+        CHECK(e.bench_cases);
+        CHECK_FALSE(e.dtypes.empty());
+        CHECK_FALSE(e.cases.empty());
+        CHECK_FALSE(e.layouts.empty());
+        for (const Signature& sig : e.dtypes)
+            for (const Case& c : e.cases) CHECK(c.shapes.size() <= sig.size());
+        CHECK(bool(e.differentiable) == !e.grad_cases.empty());
+        CHECK(e.cuda == !e.cuda_cases.empty());
+    }
+    // The names are unique: `test_ops -c <name>` picks one entry.
+    for (size_t i = 0; i < op_table().size(); ++i)
+        for (size_t j = 0; j < i; ++j) CHECK(op_table()[i].name != op_table()[j].name);
+}
