@@ -82,6 +82,29 @@ void synchronize(Device device) {
     CudaContext::of(device).error_flag().check();
 }
 
+std::string cuda_versions() {
+    int runtime = 0, driver = 0;
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaDriverGetVersion(&driver);
+    int blas[3] = {0, 0, 0};
+    (void)cublasGetProperty(MAJOR_VERSION, &blas[0]);
+    (void)cublasGetProperty(MINOR_VERSION, &blas[1]);
+    (void)cublasGetProperty(PATCH_LEVEL, &blas[2]);
+    auto major_minor = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    std::string s = "runtime " + major_minor(runtime) + ", driver " +
+                    (driver ? major_minor(driver) : std::string("none")) + ", cuBLAS " +
+                    std::to_string(blas[0]) + "." + std::to_string(blas[1]) + "." +
+                    std::to_string(blas[2]);
+#if EMBER_WITH_CUDNN
+    const size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+    s += ", cuDNN " + std::to_string(dnn / 10000) + "." + std::to_string(dnn % 10000 / 100) + "." +
+         std::to_string(dnn % 100);
+#else
+    s += ", cuDNN not built in";
+#endif
+    return s;
+}
+
 // ---- The context ----
 
 struct CudaContext::Resources {

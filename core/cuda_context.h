@@ -75,6 +75,11 @@ void synchronize(Device device);
 void set_sync_debug(bool on);
 bool sync_debug();
 
+/// The CUDA libraries this build uses and the driver it found, e.g.
+/// "runtime 13.0, driver 13.0, cuBLAS 13.1.0, cuDNN 9.19.0" ("driver none"
+/// when no driver is installed; "" in a build without CUDA).
+std::string cuda_versions();
+
 /// What ember reads off a CUDA device once, when its context is created.
 struct CudaDeviceProperties {
     std::string name;

@@ -15,6 +15,7 @@ namespace {
 }  // namespace
 
 bool cuda_built() { return false; }
+std::string cuda_versions() { return ""; }
 int cuda_device_count() { return 0; }
 
 namespace detail {

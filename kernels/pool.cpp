@@ -116,7 +116,7 @@ void check_output_shape(const Tensor& grad_output, const Tensor& input, Shape wa
 // A zeroed-by-the-kernel grad_input for the 4-d input x, in the kernels'
 // accumulation type (f32 for f16/bf16: rounded once, at the end).
 Tensor grad_buffer(const Tensor& x) {
-    return empty(x.shape(), like(x, x.dtype() == DType::f64 ? DType::f64 : DType::f32));
+    return empty(x.shape(), like(x, acc_dtype(x.dtype())));
 }
 
 // The buffer as the caller's gradient: input's dtype and shape.

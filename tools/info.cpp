@@ -5,16 +5,11 @@
 #include <string>
 #include <thread>
 
+#include "core/cuda_context.h"
 #include "core/device.h"
 #include "ember_build_info.h"
 #include "tools/commands.h"
 
-#if EMBER_WITH_CUDA
-#include <cublas_api.h>
-#include <cuda_runtime_api.h>
-#include <cudnn_version.h>
-#include <nccl.h>
-#endif
 
 namespace ember::cli {
 
@@ -45,33 +40,22 @@ std::string cpu_features() {
 }
 
 void print_cuda() {
-#if EMBER_WITH_CUDA
-    std::printf("  built against: CUDA %s, cuBLAS %d.%d.%d, cuDNN %d.%d.%d, NCCL %d.%d.%d\n",
-                EMBER_CUDA_COMPILER_VERSION, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH,
-                CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
-    std::printf("  architectures: %s\n", EMBER_CUDA_ARCHS);
-    int driver = 0;
-    cudaDriverGetVersion(&driver);
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        std::printf("  devices: none (%s%s)\n", cudaGetErrorString(e),
-                    driver == 0 ? "; no CUDA driver is installed" : "");
+    if (!cuda_built()) {
+        std::printf("  devices: none (ember was built without the CUDA backend: no nvcc found, "
+                    "or EMBER_CUDA=OFF)\n");
         return;
     }
-    std::printf("  driver: %d.%d, devices: %d\n", driver / 1000, (driver % 1000) / 10, n);
+    std::printf("  built with CUDA %s for architectures %s\n", EMBER_CUDA_COMPILER_VERSION,
+                EMBER_CUDA_ARCHS);
+    std::printf("  libraries: %s\n", cuda_versions().c_str());
+    const int n = cuda_device_count();
+    std::printf("  devices: %d\n", n);
     for (int i = 0; i < n; ++i) {
-        cudaDeviceProp p{};
-        if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-        std::printf("  cuda:%d  %s  sm_%d%d  %.1f GiB  %d SMs  L2 %.0f MiB\n", i, p.name, p.major,
-                    p.minor, double(p.totalGlobalMem) / (1 << 30), p.multiProcessorCount,
-                    double(p.l2CacheSize) / (1 << 20));
+        const CudaDeviceProperties& p = CudaContext::of(i).properties();
+        std::printf("  cuda:%d  %s  sm_%d%d  %.1f GiB  %d SMs  L2 %.0f MiB  smem/block %zu KiB\n",
+                    i, p.name.c_str(), p.major, p.minor, double(p.total_memory) / (1 << 30),
+                    p.sm_count, double(p.l2_bytes) / (1 << 20), p.shared_per_block_optin / 1024);
     }
-#else
-    std::printf("  devices: none (ember was built without the CUDA backend: no nvcc found, "
-                "or EMBER_CUDA=OFF)\n");
-#endif
 }
 
 }  // namespace
