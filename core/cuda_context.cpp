@@ -30,7 +30,7 @@ constexpr size_t kBlasWorkspace = size_t(32) << 20;  // cuBLAS's advice for Hopp
 thread_local CUstream_st* t_current[kMaxDevices] = {};
 
 void check_index(int index) {
-    const int n = cuda_device_count();
+    static const int n = cuda_device_count();  // devices do not come and go within a process
     EMBER_CHECK(index >= 0 && index < n && index < kMaxDevices, "cuda:", index,
                 " is not available (", n, " CUDA device(s) found)");
 }
@@ -132,27 +132,36 @@ CudaContext& CudaContext::of(int index) {
     return *c;
 }
 
-CudaContext::CudaContext(int index) : index_(index), resources_(std::make_unique<Resources>()) {
-    const DeviceGuard guard(device());
+CudaDeviceProperties cuda_device_properties(int index) {
+    check_index(index);
     cudaDeviceProp p{};
     EMBER_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
-    properties_ = {p.name,
-                   p.major,
-                   p.minor,
-                   p.multiProcessorCount,
-                   p.totalGlobalMem,
-                   size_t(p.l2CacheSize),
-                   p.sharedMemPerBlock,
-                   p.sharedMemPerBlockOptin};
+    return {p.name,
+            p.major,
+            p.minor,
+            p.multiProcessorCount,
+            p.totalGlobalMem,
+            size_t(p.l2CacheSize),
+            p.sharedMemPerBlock,
+            p.sharedMemPerBlockOptin};
+}
+
+CudaContext::CudaContext(int index)
+    : index_(index), properties_(cuda_device_properties(index)),
+      resources_(std::make_unique<Resources>()) {
+    const DeviceGuard guard(device());
     // The error flag: pinned host memory the device writes through unified
     // addressing (Note [Device error flag]).
     void* flag = nullptr;
     EMBER_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(ErrorFlagState),
                                    cudaHostAllocMapped | cudaHostAllocPortable));
     void* on_device = nullptr;
-    EMBER_CUDA_CHECK(cudaHostGetDevicePointer(&on_device, flag, 0));
-    EMBER_CHECK(on_device == flag, "cuda:", index,
-                ": pinned host memory has another address on the device (no unified addressing)");
+    const cudaError_t e = cudaHostGetDevicePointer(&on_device, flag, 0);
+    if (e != cudaSuccess || on_device != flag) {
+        cudaFreeHost(flag);
+        EMBER_FAIL("cuda:", index, ": pinned host memory is not addressable from the device at ",
+                   "the same address (", cudaGetErrorString(e), "); ember needs unified addressing");
+    }
     std::memset(flag, 0, sizeof(ErrorFlagState));
     error_flag_ = std::make_unique<ErrorFlag>(static_cast<ErrorFlagState*>(flag),
                                               device().str(),
@@ -187,20 +196,47 @@ Allocation CudaContext::allocate(size_t nbytes) {
 
 void* CudaContext::workspace(size_t nbytes, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(stream.device == device());
-    std::lock_guard<std::mutex> lock(resources_->mutex);
-    Resources::Buffer& b = resources_->workspaces[stream.handle];
-    if (b.bytes >= nbytes) return b.ptr;
     const DeviceGuard guard(device());
-    if (b.ptr) {
-        // Work queued on the stream may still use the old buffer.
-        EMBER_CUDA_CHECK(cudaStreamSynchronize(stream.handle));
-        EMBER_CUDA_CHECK(cudaFree(b.ptr));
-        b = {};
+    for (;;) {
+        Resources::Buffer old;
+        {
+            std::lock_guard<std::mutex> lock(resources_->mutex);
+            Resources::Buffer& b = resources_->workspaces[stream.handle];
+            if (b.bytes >= nbytes) return b.ptr;
+            old = std::exchange(b, {});
+        }
+        // Grow outside the lock: waiting for the stream must not stall other threads.
+        if (old.ptr) {
+            EMBER_CUDA_CHECK(cudaStreamSynchronize(stream.handle));  // it may still use it
+            EMBER_CUDA_CHECK(cudaFree(old.ptr));
+        }
+        void* p = nullptr;
+        EMBER_CUDA_CHECK(cudaMalloc(&p, nbytes));
+        std::lock_guard<std::mutex> lock(resources_->mutex);
+        Resources::Buffer& b = resources_->workspaces[stream.handle];
+        if (!b.ptr) {
+            b = {p, nbytes};
+            return p;
+        }
+        cudaFree(p);  // another thread grew it meanwhile: ours was never used; look again
     }
-    void* p = nullptr;
-    EMBER_CUDA_CHECK(cudaMalloc(&p, nbytes));
-    b = {p, nbytes};
-    return p;
+}
+
+void CudaContext::release_stream(StreamRef stream) noexcept {
+    Resources::Buffer b;
+    {
+        std::lock_guard<std::mutex> lock(resources_->mutex);
+        auto it = resources_->workspaces.find(stream.handle);
+        if (it == resources_->workspaces.end()) return;
+        b = it->second;
+        resources_->workspaces.erase(it);
+    }
+    int keep = -1;
+    cudaGetDevice(&keep);
+    cudaSetDevice(index_);
+    cudaStreamSynchronize(stream.handle);
+    cudaFree(b.ptr);
+    if (keep >= 0) cudaSetDevice(keep);
 }
 
 void* CudaContext::blas_handle(StreamRef stream) {

@@ -80,7 +80,7 @@ bool sync_debug();
 /// when no driver is installed; "" in a build without CUDA).
 std::string cuda_versions();
 
-/// What ember reads off a CUDA device once, when its context is created.
+/// What ember reads off a CUDA device (CudaContext::properties() keeps it).
 struct CudaDeviceProperties {
     std::string name;
     int major = 0, minor = 0;             ///< compute capability
@@ -90,6 +90,10 @@ struct CudaDeviceProperties {
     size_t shared_per_block = 0;          ///< shared memory a block gets by default
     size_t shared_per_block_optin = 0;    ///< ... and after raising its dynamic limit
 };
+
+/// Reads the properties of cuda:index without creating its context (for
+/// listings such as `ember info`); an Error when there is no such device.
+CudaDeviceProperties cuda_device_properties(int index);
 
 /// One CUDA device's context, created on first use and kept for the life of
 /// the process. Thread-safe. Everything a kernel launcher or a library call
@@ -120,6 +124,10 @@ public:
     /// A device buffer of at least `nbytes` for library workspaces, reserved
     /// for work queued on `stream` (grown when a larger one is asked for).
     void* workspace(size_t nbytes, StreamRef stream);
+    /// Frees what the context keeps for `stream` (its workspace), after the
+    /// work queued on it has finished: called when a CudaStream is destroyed,
+    /// so a new stream at the same address starts afresh. Never throws.
+    void release_stream(StreamRef stream) noexcept;
 
     /// The device's kernel error flag (Note [Device error flag]).
     ErrorFlag& error_flag() { return *error_flag_; }

@@ -49,7 +49,9 @@ CudaStream::CudaStream(Device device) : device_(device) {
 }
 
 CudaStream::~CudaStream() {
-    if (handle_) cudaStreamDestroy(handle_);  // destructors do not throw
+    if (!handle_) return;
+    CudaContext::of(device_).release_stream(ref());  // its workspace, once its work is done
+    cudaStreamDestroy(handle_);                      // destructors do not throw
 }
 
 void CudaStream::copy_async(void* dst, const void* src, size_t nbytes) const {
@@ -92,7 +94,6 @@ double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
 
 void CudaEvent::synchronize() const {
     EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
-    CudaContext::of(device_).error_flag().check();  // a sync point (Note [Device error flag])
 }
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 
 #include "core/cuda_context.h"
 
@@ -38,7 +39,10 @@ namespace {
 std::atomic<bool>& sync_debug_flag() {
     static std::atomic<bool> on{[] {
         const char* v = std::getenv("EMBER_SYNC_DEBUG");
-        return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+        if (v == nullptr) return false;
+        for (const char* off : {"", "0", "false", "off", "no"})
+            if (strcasecmp(v, off) == 0) return false;
+        return true;
     }()};
     return on;
 }

@@ -30,18 +30,16 @@ ErrorFlagRef ErrorFlag::arm(const char* op, const char* what, int64_t bound) {
 
 void ErrorFlag::check() {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int32_t ticket = __atomic_load_n(&state_->ticket, __ATOMIC_ACQUIRE);
-    if (ticket == 0) {
-        armed_.clear();  // every armed launch has finished without raising
-        return;
-    }
+    const int32_t ticket = __atomic_load_n(&state_->ready, __ATOMIC_ACQUIRE);
+    if (ticket == 0) return;  // nothing raised, or a raise still being written
     const int64_t index = state_->index, value = state_->value;
     std::optional<Armed> found;
     for (const Armed& a : armed_)
         if (a.ticket == ticket) found = a;
-    armed_.clear();
-    *state_ = ErrorFlagState{};
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    // Clear for later raises: the value first, the claim last.
+    __atomic_store_n(&state_->ready, 0, __ATOMIC_RELAXED);
+    state_->index = state_->value = 0;
+    __atomic_store_n(&state_->ticket, 0, __ATOMIC_RELEASE);
     if (!found)
         EMBER_FAIL("a kernel on ", where_, " found a bad value ", value, " at position ", index,
                    " (launch ", ticket, ", too long ago to say which op; set_sync_debug(true) "

@@ -33,6 +33,13 @@ namespace ember {
 // the ticket with the bad value. The most recent kRemembered tickets are
 // kept; an older one still raises an error, with less detail.
 //
+// A check may come after waiting for one stream while kernels on another
+// still run, so nothing assumes every armed launch has finished: a raise is
+// published in two steps (claim the ticket, write the value and position,
+// then mark it ready), and check() reports only a ready one — one still
+// being written is left for the next check. Tickets are never forgotten
+// early: a launch still running when a check passes keeps its name.
+//
 // The same protocol works for a loop on the CPU over ordinary memory (the
 // tests use it that way); ember's CPU kernels check before writing instead,
 // which leaves the output untouched.
@@ -40,7 +47,7 @@ namespace ember {
 /// The words a kernel writes. Zero-initialized means "not raised".
 struct ErrorFlagState {
     int32_t ticket;  ///< 0: not raised; else the ticket of the first raising launch
-    int32_t unused;
+    int32_t ready;   ///< that ticket again once index and value are written
     int64_t index;   ///< where the bad value was: a flat position the op documents
     int64_t value;   ///< the bad value
 };
@@ -58,7 +65,8 @@ EMBER_HD inline void raise_error(ErrorFlagRef flag, int64_t index, int64_t value
     if (atomicCAS(&flag.state->ticket, 0, flag.ticket) == 0) {
         flag.state->index = index;
         flag.state->value = value;
-        __threadfence_system();
+        __threadfence_system();  // the value reaches host memory before `ready`
+        atomicExch(&flag.state->ready, flag.ticket);
     }
 #else
     int32_t expected = 0;
@@ -66,6 +74,7 @@ EMBER_HD inline void raise_error(ErrorFlagRef flag, int64_t index, int64_t value
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         flag.state->index = index;
         flag.state->value = value;
+        __atomic_store_n(&flag.state->ready, flag.ticket, __ATOMIC_RELEASE);
     }
 #endif
 }
@@ -89,7 +98,9 @@ public:
     ErrorFlagRef arm(const char* op, const char* what, int64_t bound);
 
     /// Throws the raised error, if any, as an ember::Error and clears the
-    /// flag. Call only after every armed launch has finished (a synchronization).
+    /// flag, so later launches can raise again. Call where the host has just
+    /// synchronized with the device (or a stream of it): a raise published
+    /// after that is reported by the next check.
     void check();
 
 private:

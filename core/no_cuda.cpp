@@ -45,6 +45,10 @@ Allocation CudaContext::allocate(size_t) { no_cuda("cannot allocate", device());
 void* CudaContext::blas_handle(StreamRef) { no_cuda("no cuBLAS", device()); }
 void* CudaContext::dnn_handle(StreamRef) { no_cuda("no cuDNN", device()); }
 void* CudaContext::workspace(size_t, StreamRef) { no_cuda("no workspace", device()); }
+void CudaContext::release_stream(StreamRef) noexcept {}
+CudaDeviceProperties cuda_device_properties(int index) {
+    no_cuda("no properties", Device::cuda(index));
+}
 
 CudaStream::CudaStream(Device device) : device_(device) { no_cuda("cannot create a stream", device); }
 CudaStream::~CudaStream() = default;

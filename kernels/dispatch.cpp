@@ -29,9 +29,10 @@ void unsupported_device(const char* op, Device d) {
     EMBER_FAIL(op, ": not implemented for ", d);
 }
 
-void sync_debug_check(const OpCall& call, StreamRef stream) {
+void run_sync_debug(const OpCall& call, StreamRef stream, const std::function<void()>& launch) {
     try {
-        synchronize(stream);  // surfaces the launch's own errors and a raised error flag
+        launch();
+        synchronize(stream);  // surfaces asynchronous errors and a raised error flag
     } catch (const Error& e) {
         EMBER_FAIL("sync-debug: ", describe(call), " failed: ", e.what());
     }

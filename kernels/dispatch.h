@@ -14,6 +14,7 @@
 // docs/architecture.md, "One op, end to end".
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <type_traits>
 
@@ -24,7 +25,9 @@ namespace ember::kernels {
 
 /// What the op scope knows of one call: the op's name, the device it runs
 /// on, its tensors (outputs first; for messages, the profiler and the byte
-/// count) and its FLOPs where the front knows them.
+/// count) and its FLOPs where the front knows them. Built as a temporary in
+/// the dispatch() call and valid only during it: the list and the pointers
+/// die with the call, so whatever keeps a record (a profiler) copies it.
 struct OpCall {
     const char* name;
     Device device;
@@ -47,9 +50,10 @@ inline constexpr NoKernel no_kernel{};
 /// Error for a device the op has no kernel for (built without CUDA, say).
 [[noreturn]] void unsupported_device(const char* op, Device d);
 
-/// After a CUDA op in sync-debug mode: synchronizes `stream`, and turns a
-/// CUDA error or a raised error flag into an ember::Error naming the call.
-void sync_debug_check(const OpCall& call, StreamRef stream);
+/// A CUDA op in sync-debug mode: runs `launch`, synchronizes `stream`, and
+/// turns any error — of the launch itself, an asynchronous CUDA error, a
+/// raised error flag — into an ember::Error naming the call.
+void run_sync_debug(const OpCall& call, StreamRef stream, const std::function<void()>& launch);
 
 // Note [CUDA entry points as generic lambdas]
 // The CUDA entry point is written `[&](auto stream) { cuda::op(..., stream); }`.
@@ -74,9 +78,10 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
             if constexpr (!std::is_same_v<std::decay_t<Cuda>, NoKernel>) {
                 const DeviceGuard guard(call.device);
                 const StreamRef stream = current_stream(call.device);
-                on_cuda(stream);
                 if (sync_debug()) [[unlikely]]
-                    sync_debug_check(call, stream);
+                    run_sync_debug(call, stream, [&] { on_cuda(stream); });
+                else
+                    on_cuda(stream);
                 return;
             }
 #endif

@@ -74,9 +74,11 @@ public:
     /// gradient a parameter has is copied in; one it lacks stays undefined
     /// until a backward writes it into its slot. From then on backward adds
     /// into the slots in place, so data pointers stay put; zero_grad keeps
-    /// them. to() invalidates the arena (grad_arena() is then null, and each
-    /// gradient gets storage of its own): call flatten_grads again. Calling it
-    /// again re-flattens.
+    /// them. to() invalidates the arena of this module and those below it
+    /// (grad_arena() is then null, and each gradient gets storage of its
+    /// own); an ancestor's arena stops holding these gradients without
+    /// knowing it (docs/nn.md): call flatten_grads again. Calling it again
+    /// re-flattens.
     std::shared_ptr<const GradArena> flatten_grads();
     /// The arena of the last flatten_grads, or null (none, or to() since).
     std::shared_ptr<const GradArena> grad_arena() const { return grad_arena_; }

@@ -7,6 +7,7 @@
 
 #include "core/cuda_context.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "ember_build_info.h"
 #include "tools/commands.h"
 
@@ -51,7 +52,13 @@ void print_cuda() {
     const int n = cuda_device_count();
     std::printf("  devices: %d\n", n);
     for (int i = 0; i < n; ++i) {
-        const CudaDeviceProperties& p = CudaContext::of(i).properties();
+        CudaDeviceProperties p;
+        try {
+            p = cuda_device_properties(i);
+        } catch (const Error& e) {
+            std::printf("  cuda:%d  unreadable: %s\n", i, e.what());
+            continue;
+        }
         std::printf("  cuda:%d  %s  sm_%d%d  %.1f GiB  %d SMs  L2 %.0f MiB  smem/block %zu KiB\n",
                     i, p.name.c_str(), p.major, p.minor, double(p.total_memory) / (1 << 30),
                     p.sm_count, double(p.l2_bytes) / (1 << 20), p.shared_per_block_optin / 1024);

@@ -58,8 +58,19 @@ void memcpy(void* dst, Device dst_device, const void* src, Device src_device, si
             bool non_blocking, StreamRef stream) {
     if (nbytes == 0) return;
     if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
-        // Serialized with all work on both devices: simple and rare.
-        EMBER_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, nbytes));
+        // On the destination's stream, after the source's current stream has
+        // produced src (an event it waits on).
+        cudaEvent_t produced = nullptr;
+        {
+            const DeviceGuard on_src(src_device);
+            EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+            EMBER_CUDA_CHECK(cudaEventRecord(produced, current_stream(src_device).handle));
+        }
+        EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream.handle, produced, 0));
+        EMBER_CUDA_CHECK(cudaEventDestroy(produced));  // released once the wait is done
+        EMBER_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes,
+                                             stream.handle));
+        if (!non_blocking) synchronize(stream);
         return;
     }
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream.handle));

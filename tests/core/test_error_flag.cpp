@@ -84,3 +84,27 @@ TEST_CASE("error flag: a ticket older than the remembered ones still raises", "[
     CHECK(msg.find("too long ago to say which op") != std::string::npos);
     CHECK(msg.find("gather") == std::string::npos);  // not blamed on a newer launch
 }
+
+TEST_CASE("error flag: a launch still running when a check passes keeps its name", "[error_flag]") {
+    ErrorFlagState state{};
+    ErrorFlag flag(&state, "cuda:0");
+    const ErrorFlagRef running = flag.arm("embedding", "index", 50);
+    CHECK_NOTHROW(flag.check());  // e.g. after waiting for another stream
+    raise_error(running, 3, 77);   // the launch finishes later, with a bad index
+    CHECK(error_of(flag).find("embedding: index 77 at position 3 is out of range [0, 50)") !=
+          std::string::npos);
+}
+
+TEST_CASE("error flag: a raise still being written is left for the next check", "[error_flag]") {
+    ErrorFlagState state{};
+    ErrorFlag flag(&state, "cpu");
+    const ErrorFlagRef ref = flag.arm("gather", "index", 8);
+    state.ticket = ref.ticket;  // claimed, value and position not yet published
+    CHECK_NOTHROW(flag.check());
+    state.index = 4;
+    state.value = 9;
+    state.ready = ref.ticket;  // published
+    CHECK(error_of(flag).find("gather: index 9 at position 4") != std::string::npos);
+    CHECK(state.ticket == 0);  // cleared: a later launch can raise again
+    CHECK(state.ready == 0);
+}

@@ -105,3 +105,23 @@ TEST_CASE("cuda context: an op without a CUDA kernel says so", "[cuda][context]"
     const Tensor x = random_tensor({4, 5}, DType::f32, 1).to(kGpu);
     CHECK_THROWS_WITH(softmax(x, 1), Catch::Contains("softmax: not implemented for cuda:0"));
 }
+
+TEST_CASE("cuda context: many threads raising at once report one consistent raise", "[cuda][context]") {
+    // Every value is bad: thousands of threads race for the flag in mapped
+    // host memory; the one that wins must publish its own position and value.
+    std::vector<int64_t> v(1 << 20);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 1000 + int64_t(i);
+    const Tensor values = from_vector(v).to(kGpu);
+    ErrorFlag& flag = CudaContext::of(0).error_flag();
+    const StreamRef s = current_stream(kGpu);
+    launch_check_kernel(values.data<int64_t>(), values.numel(), 10,
+                        flag.arm("test_all_bad", "index", 10), s);
+    const std::string msg = error_of([&] { synchronize(s); });
+    INFO(msg);
+    const size_t at = msg.find("index ");
+    REQUIRE(at != std::string::npos);
+    long long value = -1, position = -1;
+    REQUIRE(std::sscanf(msg.c_str() + at, "index %lld at position %lld", &value, &position) == 2);
+    CHECK(value == 1000 + position);
+    CHECK_NOTHROW(synchronize(s));  // reported once, then cleared
+}

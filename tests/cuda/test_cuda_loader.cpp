@@ -20,7 +20,7 @@ TEST_CASE("cuda: loader batches on the GPU equal the CPU loader's", "[cuda][load
             auto g = gpu.next();
             REQUIRE(g.has_value());
             REQUIRE(g->input.device() == Device::cuda(0));
-            // Work queued on the default stream after the batch arrives sees its data.
+            // Work queued on the current stream after the batch arrives sees its data.
             Tensor busy = randn({1 << 22}, {.device = Device::cuda(0)});
             for (int i = 0; i < 4; ++i) busy = exp(mul(busy, 0.5));
             check_close(g->input.to(Device::cpu()), c->input, 0, 0);

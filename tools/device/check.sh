@@ -17,8 +17,10 @@ if [ -z "${CUDNN_ROOT:-}" ]; then
     export CUDNN_ROOT
 fi
 [ -n "$CUDNN_ROOT" ] && export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:${LD_LIBRARY_PATH:-}"
+generator=Ninja
+command -v ninja > /dev/null || generator="Unix Makefiles"
 start=$(date +%s)
-cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
+cmake -S . -B build/device -G "$generator" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 "${prefix[@]}" > "$out/configure.txt" 2>&1 \
     || { tail -30 "$out/configure.txt"; exit 1; }
 cmake --build build/device -j "$(nproc)" --target test_cuda ember_cli > "$out/build.txt" 2>&1 \
@@ -40,7 +42,8 @@ echo
 echo "== CUDA rows against PyTorch (ember ms / torch ms; below 1 is faster)"
 cat "$out/peer.txt" 2>/dev/null | head -70
 echo
-echo "== summary (build $((built - start)) s; cuDNN: ${CUDNN_ROOT:-none})"
+echo "== summary (build $((built - start)) s)"
+echo "configure:  $(grep -E 'ember: cuDNN' "$out/configure.txt" | head -1)"
 echo "gpu:        $(tail -1 "$out/gpu.txt")"
 echo "test_cuda:  rc=$tests_rc  $(grep -E 'test cases|All tests passed' "$out/test_cuda.txt" | tail -1)"
 echo "bench:      rc=$bench_rc  ($(grep -c '"family"' "$out/bench.json") rows in bench.json)"
