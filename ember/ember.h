@@ -15,6 +15,7 @@
 #include "kernels/factories.h"
 #include "kernels/op_types.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/idx.h"

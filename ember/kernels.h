@@ -12,6 +12,7 @@
 #include "kernels/loss.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
+#include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/shape_ops.h"

@@ -1,0 +1,28 @@
+// CPU fused multi-tensor updates on UpdateLists (kernels/optim.h): raw
+// buffers and a chunk table in, no Tensor. The loops are in kernels/cpu/optim.cpp.
+#pragma once
+
+#include "kernels/optim.h"
+
+namespace ember::kernels::cpu {
+
+// State buffers (state1, state2) are of the accumulation type of the
+// parameters: f32 for f32, f16 and bf16 parameters, f64 for f64.
+
+/// Adam / AdamW on every slot (param, grad, state1 = exp_avg, state2 = exp_avg_sq).
+void adam_update(const UpdateList& l, const AdamArgs& a);
+/// SGD (state1 = momentum buffer, null without momentum).
+void sgd_update(const UpdateList& l, const SgdArgs& a);
+/// LAMB (state1, state2 as Adam's); two passes: the trust ratio needs each
+/// tensor's norms first.
+void lamb_update(const UpdateList& l, const LambArgs& a);
+/// LARS (state1 = momentum buffer).
+void lars_update(const UpdateList& l, const LarsArgs& a);
+
+/// Σ x² over every slot's `param` buffer, in f64 (chunk partials in order).
+double sum_squares(const UpdateList& l);
+/// Every slot's `param` buffer *= factor; when found_inf is not null, sets
+/// *found_inf = 1 if an element was inf or NaN before scaling.
+void scale(const UpdateList& l, double factor, float* found_inf);
+
+}  // namespace ember::kernels::cpu

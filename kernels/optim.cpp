@@ -1,0 +1,213 @@
+// Fronts of the fused multi-tensor updates: the checks (lengths, shapes,
+// dtypes, devices, density), the grouping of the tensors into one UpdateList
+// per dtype signature with its chunk table, one dispatch per list, and the
+// version bumps of what was written. Kernels: kernels/cpu/optim.cpp.
+#include "kernels/optim.h"
+
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "kernels/cpu/optim.h"
+#include "kernels/front.h"
+
+namespace ember::kernels {
+
+std::vector<Chunk> chunk_table(const std::vector<int64_t>& numels, int64_t chunk) {
+    EMBER_CHECK(chunk > 0, "chunk_table: chunk size must be positive, got ", chunk);
+    std::vector<Chunk> table;
+    for (size_t t = 0; t < numels.size(); ++t)
+        for (int64_t b = 0; b < numels[t]; b += chunk)
+            table.push_back({int32_t(t), b, std::min(chunk, numels[t] - b)});
+    return table;
+}
+
+namespace {
+
+void check_dense(const char* op, const char* what, size_t i, const Tensor& t, const Tensor& param) {
+    EMBER_CHECK(t.defined() && t.shape() == param.shape() && t.is_contiguous() &&
+                    t.device() == param.device(),
+                op, ": ", what, " ", i, " must be a contiguous tensor of shape ",
+                shape_str(param.shape()), " on ", param.device(), ", got ", describe(t));
+}
+
+// The lists of `t` grouped by dtype signature, after every check. `states`
+// is how many state buffers the rule needs per parameter.
+std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_t states) {
+    const size_t n = t.params.size();
+    EMBER_CHECK(t.grads.size() == n, op, ": ", n, " parameters but ", t.grads.size(), " gradients");
+    EMBER_CHECK((states >= 1 ? t.state1.size() == n : t.state1.empty()) &&
+                    (states >= 2 ? t.state2.size() == n : t.state2.empty()),
+                op, ": expected ", states, " state buffer(s) per parameter for ", n,
+                " parameters, got ", t.state1.size(), " and ", t.state2.size());
+    EMBER_CHECK(t.copies.empty() || t.copies.size() == n, op, ": ", n, " parameters but ",
+                t.copies.size(), " copies");
+    std::map<std::tuple<DType, DType, int>, UpdateList> lists;  // ordered: deterministic
+    for (size_t i = 0; i < n; ++i) {
+        const Tensor& p = t.params[i];
+        EMBER_CHECK(p.defined() && is_floating(p.dtype()) && p.is_contiguous(), op, ": parameter ",
+                    i, " must be a contiguous floating tensor, got ", describe(p));
+        EMBER_CHECK(p.device() == t.params[0].device(), op, ": parameter ", i, " is ",
+                    describe(p), " but parameter 0 is on ", t.params[0].device());
+        check_dense(op, "gradient", i, t.grads[i], p);
+        const DType g = t.grads[i].dtype();
+        EMBER_CHECK(g == p.dtype() || (p.dtype() == DType::f32 && (g == DType::f16 || g == DType::bf16)),
+                    op, ": gradient ", i, " ", describe(t.grads[i]), " cannot update parameter ",
+                    describe(p), " (same dtype, or f16/bf16 gradients of f32 master weights)");
+        const std::vector<const Tensor*> state = {states >= 1 ? &t.state1[i] : nullptr,
+                                                  states >= 2 ? &t.state2[i] : nullptr};
+        for (const Tensor* s : state) {
+            if (!s) continue;
+            check_dense(op, "state buffer", i, *s, p);
+            EMBER_CHECK(s->dtype() == acc_dtype(p.dtype()), op, ": state buffer ", i,
+                        " must be ", dtype_name(acc_dtype(p.dtype())), " for parameter ",
+                        describe(p), ", got ", describe(*s));
+        }
+        int copy = -1;  // none
+        if (!t.copies.empty()) {
+            const Tensor& c = t.copies[i];
+            check_dense(op, "copy", i, c, p);
+            EMBER_CHECK(p.dtype() == DType::f32 && (c.dtype() == DType::f16 || c.dtype() == DType::bf16),
+                        op, ": copy ", i, " must be f16 or bf16 of an f32 parameter, got ",
+                        describe(c), " for ", describe(p));
+            copy = int(c.dtype());
+        }
+        UpdateList& l = lists[{p.dtype(), g, copy}];
+        l.param = p.dtype();
+        l.grad = g;
+        if (copy >= 0) l.copy = DType(copy);
+        l.stochastic_copy = t.stochastic_copy;
+        l.seed = t.seed;
+        l.step = t.step;
+        l.slots.push_back({p.data_ptr(), t.grads[i].data_ptr(),
+                           states >= 1 ? t.state1[i].data_ptr() : nullptr,
+                           states >= 2 ? t.state2[i].data_ptr() : nullptr,
+                           copy >= 0 ? t.copies[i].data_ptr() : nullptr, p.numel()});
+    }
+    std::vector<UpdateList> out;
+    for (auto& [key, l] : lists) {
+        std::vector<int64_t> numels;
+        for (const UpdateSlot& s : l.slots) numels.push_back(s.numel);
+        l.chunks = chunk_table(numels);
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+// What an update wrote: every parameter, state buffer and copy.
+void bump_versions(const UpdateTensors& t) {
+    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies})
+        for (const Tensor& x : *list) x.storage()->bump_version();
+}
+
+// The dense floating tensors of a gradient pass grouped by dtype; `param`
+// of each slot is the tensor's buffer.
+std::vector<UpdateList> grad_lists(const char* op, const std::vector<Tensor>& ts) {
+    std::map<DType, UpdateList> lists;
+    for (size_t i = 0; i < ts.size(); ++i) {
+        const Tensor& x = ts[i];
+        EMBER_CHECK(x.defined() && is_floating(x.dtype()) && x.is_contiguous(), op, ": tensor ",
+                    i, " must be a contiguous floating tensor, got ", describe(x));
+        EMBER_CHECK(x.device() == ts[0].device(), op, ": tensor ", i, " is ", describe(x),
+                    " but tensor 0 is on ", ts[0].device());
+        UpdateList& l = lists[x.dtype()];
+        l.param = x.dtype();
+        l.slots.push_back({x.data_ptr(), nullptr, nullptr, nullptr, nullptr, x.numel()});
+    }
+    std::vector<UpdateList> out;
+    for (auto& [dtype, l] : lists) {
+        std::vector<int64_t> numels;
+        for (const UpdateSlot& s : l.slots) numels.push_back(s.numel);
+        l.chunks = chunk_table(numels);
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+Device device_of(const std::vector<Tensor>& ts) {
+    return ts.empty() || !ts[0].defined() ? Device::cpu() : ts[0].device();
+}
+
+// FLOPs of one update, for the op scope: `per_element` per parameter element.
+double update_flops(const UpdateTensors& t, double per_element) {
+    double n = 0;
+    for (const Tensor& p : t.params) n += double(p.numel());
+    return n * per_element;
+}
+
+}  // namespace
+
+void adam_update(const UpdateTensors& t, const AdamArgs& a) {
+    EMBER_CHECK(a.step >= 1, "adam_update: step must be >= 1, got ", a.step);
+    for (const UpdateList& l : make_lists("adam_update", t, 2))
+        dispatch({"adam_update", device_of(t.params), {}, update_flops(t, 12)},
+                 [&] { cpu::adam_update(l, a); }, no_kernel);
+    bump_versions(t);
+}
+
+void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
+    const size_t states = a.momentum != 0 ? 1 : 0;
+    for (const UpdateList& l : make_lists("sgd_update", t, states))
+        dispatch({"sgd_update", device_of(t.params), {}, update_flops(t, 5)},
+                 [&] { cpu::sgd_update(l, a); }, no_kernel);
+    bump_versions(t);
+}
+
+void lamb_update(const UpdateTensors& t, const LambArgs& a) {
+    EMBER_CHECK(a.step >= 1, "lamb_update: step must be >= 1, got ", a.step);
+    for (const UpdateList& l : make_lists("lamb_update", t, 2))
+        dispatch({"lamb_update", device_of(t.params), {}, update_flops(t, 20)},
+                 [&] { cpu::lamb_update(l, a); }, no_kernel);
+    bump_versions(t);
+}
+
+void lars_update(const UpdateTensors& t, const LarsArgs& a) {
+    for (const UpdateList& l : make_lists("lars_update", t, 1))
+        dispatch({"lars_update", device_of(t.params), {}, update_flops(t, 8)},
+                 [&] { cpu::lars_update(l, a); }, no_kernel);
+    bump_versions(t);
+}
+
+Tensor global_norm(const std::vector<Tensor>& tensors) {
+    const Device d = device_of(tensors);
+    bool all_f64 = !tensors.empty();
+    for (const Tensor& x : tensors) all_f64 = all_f64 && x.defined() && x.dtype() == DType::f64;
+    double total = 0;
+    for (const UpdateList& l : grad_lists("global_norm", tensors))
+        dispatch({"global_norm", d, {}}, [&] { total += cpu::sum_squares(l); }, no_kernel);
+    Tensor out = empty({}, {all_f64 ? DType::f64 : DType::f32, d});
+    dispatch({"global_norm", d, {&out}}, [&] { out.set({}, std::sqrt(total)); }, no_kernel);
+    return out;
+}
+
+void clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& norm, double max_norm) {
+    EMBER_CHECK(norm.defined() && norm.numel() == 1 && is_floating(norm.dtype()),
+                "clip_by_norm_: norm must be a one-element floating tensor, got ", describe(norm));
+    EMBER_CHECK(max_norm > 0, "clip_by_norm_: max_norm must be positive, got ", max_norm);
+    for (const UpdateList& l : grad_lists("clip_by_norm_", tensors)) {
+        EMBER_CHECK(norm.device() == device_of(tensors), "clip_by_norm_: norm ", describe(norm),
+                    " is not on the tensors' device ", device_of(tensors));
+        dispatch({"clip_by_norm_", norm.device(), {&norm}},
+                 [&] {
+                     const double factor = max_norm / (norm.item() + 1e-6);
+                     if (factor < 1) cpu::scale(l, factor, nullptr);
+                 },
+                 no_kernel);
+    }
+    for (const Tensor& x : tensors) x.storage()->bump_version();
+}
+
+void unscale_(const std::vector<Tensor>& tensors, const Tensor& inv_scale, const Tensor& found_inf) {
+    for (const Tensor* f : {&inv_scale, &found_inf})
+        EMBER_CHECK(f->defined() && f->numel() == 1 && f->dtype() == DType::f32 &&
+                        f->device() == device_of(tensors),
+                    "unscale_: inv_scale and found_inf must be one-element f32 tensors on ",
+                    device_of(tensors), ", got ", describe(*f));
+    for (const UpdateList& l : grad_lists("unscale_", tensors))
+        dispatch({"unscale_", found_inf.device(), {&inv_scale, &found_inf}},
+                 [&] { cpu::scale(l, inv_scale.item(), found_inf.data<float>()); }, no_kernel);
+    for (const Tensor& x : tensors) x.storage()->bump_version();
+    found_inf.storage()->bump_version();
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,117 @@
+// Fused multi-tensor updates: every parameter of an optimizer's group
+// updated in one pass (Note [Multi-tensor updates]), and the fused gradient
+// passes around them (global norm and clipping, loss-scale unscaling with the
+// inf/NaN check). The optimizers of optim/ call these; the per-element math is
+// kernels/optim_math.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+// Note [Multi-tensor updates]
+// An optimizer step touches many tensors of very different sizes. Instead of
+// a loop of per-tensor ops (one pass, one launch and one set of temporaries
+// each), the tensors of a group are cut into chunks of at most kUpdateChunk
+// elements — a chunk never spans two tensors — and one pass walks the chunk
+// table: the CPU runs its chunks in parallel with OpenMP, a CUDA kernel gives
+// each block a chunk, reading the table from device memory, so one launch
+// serves any number of tensors. Each element is read once and written once
+// (Adam: p, g, m, v in; p, m, v out: 28 bytes per f32 parameter); nothing
+// else is allocated. Elements are independent, so the result is bit-identical
+// for any thread count; the per-tensor sums some rules need (the norms of
+// LAMB, LARS and clipping) add each chunk's f64 partial in chunk order.
+
+/// Elements per chunk: large enough to amortize the per-chunk bookkeeping,
+/// small enough to balance threads over a few large tensors.
+inline constexpr int64_t kUpdateChunk = 65536;
+
+/// Elements [begin, begin + count) of tensor `tensor` of the list.
+struct Chunk {
+    int32_t tensor;
+    int64_t begin;
+    int64_t count;
+};
+
+/// The chunk table of tensors of `numels` elements: consecutive chunks of at
+/// most `chunk` elements per tensor, tensors in order, empty tensors skipped.
+std::vector<Chunk> chunk_table(const std::vector<int64_t>& numels, int64_t chunk = kUpdateChunk);
+
+/// One tensor of a fused update, as both backends take it: dense buffers of
+/// `numel` elements. Unused buffers are null.
+struct UpdateSlot {
+    void* param = nullptr;        ///< updated in place
+    const void* grad = nullptr;   ///< read
+    void* state1 = nullptr;       ///< exp_avg or the momentum buffer
+    void* state2 = nullptr;       ///< exp_avg_sq
+    void* copy = nullptr;         ///< a low-precision copy written after the update
+    int64_t numel = 0;
+};
+
+/// The tensors of one fused call, all of one dtype signature and device.
+struct UpdateList {
+    DType param = DType::f32, grad = DType::f32, state = DType::f32, copy = DType::bf16;
+    std::vector<UpdateSlot> slots;
+    std::vector<Chunk> chunks;
+    bool stochastic_copy = false;  ///< bf16 copies by stochastic rounding
+    uint64_t seed = 0, step = 0;   ///< its Philox stream (math::rounding_bits)
+};
+
+/// Hyper-parameters of one step, as the kernels take them (f64; the kernels
+/// convert to the accumulation type). `step` is the 1-based step count.
+struct AdamArgs {
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    bool decoupled = true;  ///< AdamW's decay of the weights; false: Adam's L2 on the gradient
+    int64_t step = 1;
+};
+struct SgdArgs {
+    double lr = 1e-2, momentum = 0, dampening = 0, weight_decay = 0;
+    bool nesterov = false;
+    bool first = true;  ///< the momentum buffers start as the gradient (first step)
+};
+struct LambArgs {
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0;
+    int64_t step = 1;
+};
+struct LarsArgs {
+    double lr = 1e-1, momentum = 0.9, weight_decay = 0, trust_coefficient = 1e-3, eps = 1e-8;
+    bool exclude = false;  ///< plain momentum SGD: no trust ratio, no weight decay (biases, norms)
+    bool first = true;
+};
+
+// ---- Fronts (one dispatch per dtype signature; checks name the op) ----
+
+/// The tensors of one update: params (updated in place) and their grads, the
+/// optimizer's state buffers (state1, state2: as many as the rule needs,
+/// each like its param, zeroed by the caller before the first step), and
+/// optional low-precision copies written after the update (same shapes).
+/// Everything dense, on one device; grads may be of a lower precision than
+/// the params (a bf16 model's gradients updating f32 master weights).
+struct UpdateTensors {
+    std::vector<Tensor> params, grads, state1, state2, copies;
+    bool stochastic_copy = false;  ///< bf16 copies rounded stochastically,
+    uint64_t seed = 0, step = 0;   ///< from Philox stream `step` under `seed`
+};
+
+void adam_update(const UpdateTensors& t, const AdamArgs& a);
+void sgd_update(const UpdateTensors& t, const SgdArgs& a);
+void lamb_update(const UpdateTensors& t, const LambArgs& a);
+void lars_update(const UpdateTensors& t, const LarsArgs& a);
+
+/// sqrt(Σ over all tensors of Σ x²) summed in f64: the global L2 norm, as a
+/// 0-d tensor on the tensors' device (f64 when they all are, else f32).
+/// Tensors of any floating dtypes, dense, on one device.
+Tensor global_norm(const std::vector<Tensor>& tensors);
+/// Multiplies every tensor in place by min(1, max_norm / (norm + 1e-6)), the
+/// factor read from `norm` (a one-element tensor on their device, e.g.
+/// global_norm's) by the kernel itself, so no value goes to the host.
+void clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& norm, double max_norm);
+/// The loss scaler's pass: multiplies every tensor in place by inv_scale[0]
+/// and sets found_inf[0] = 1 when any element was inf or NaN (else leaves it).
+/// inv_scale and found_inf: one-element f32 tensors on the tensors' device.
+void unscale_(const std::vector<Tensor>& tensors, const Tensor& inv_scale, const Tensor& found_inf);
+
+}  // namespace ember::kernels

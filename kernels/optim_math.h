@@ -1,0 +1,99 @@
+// The per-element math of the optimizers, shared by the CPU kernels
+// (kernels/cpu/optim.cpp) and the CUDA ones: one EMBER_HD function per update
+// rule, in the accumulation type A (f32 for f32/f16/bf16 parameters, f64 for
+// f64). The host precomputes every scalar that depends only on the step
+// (bias corrections, step sizes) in f64 and hands them over in A.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/macros.h"
+#include "core/philox.h"
+#include "kernels/math.h"
+
+namespace ember::math {
+
+/// Adam / AdamW scalars of one step t (PyTorch's algorithm): step_size =
+/// lr / (1 − β1^t), inv_bc2_sqrt = 1 / sqrt(1 − β2^t); `decay` is
+/// 1 − lr·weight_decay for AdamW (decoupled) and 1 otherwise; `l2` is
+/// weight_decay for Adam (added to the gradient) and 0 for AdamW.
+template <class A>
+struct AdamScalars {
+    A beta1, beta2, eps, step_size, inv_bc2_sqrt, decay, l2;
+};
+
+/// One Adam/AdamW element: g += l2·p; p *= decay; m = β1·m + (1 − β1)·g;
+/// v = β2·v + (1 − β2)·g²; p −= step_size · m / (sqrt(v)·inv_bc2_sqrt + eps).
+template <class A>
+EMBER_HD EMBER_INLINE void adam_element(A& p, A g, A& m, A& v, const AdamScalars<A>& s) {
+    g = g + s.l2 * p;
+    p = p * s.decay;
+    m = m + (A(1) - s.beta1) * (g - m);  // lerp(m, g, 1 − β1), as PyTorch
+    v = s.beta2 * v + (A(1) - s.beta2) * g * g;
+    const A denom = std::sqrt(v) * s.inv_bc2_sqrt + s.eps;
+    p = p - s.step_size * m / denom;
+}
+
+/// Adam's normalized direction m̂ / (sqrt(v̂) + eps) for LAMB, from the moments
+/// already updated (bias corrections applied here: bc1 = 1 / (1 − β1^t)).
+template <class A>
+EMBER_HD EMBER_INLINE A adam_direction(A m, A v, A inv_bc1, A inv_bc2_sqrt, A eps) {
+    return m * inv_bc1 / (std::sqrt(v) * inv_bc2_sqrt + eps);
+}
+
+/// SGD scalars (PyTorch's algorithm): on the first step the momentum buffer
+/// starts as the gradient itself (`first`), without dampening.
+template <class A>
+struct SgdScalars {
+    A lr, momentum, dampening, weight_decay;
+    bool nesterov, first;
+};
+
+/// One SGD element: d = g + wd·p; with momentum, b = first ? d : μ·b + (1 − τ)·d
+/// and d = nesterov ? d + μ·b : b; p −= lr·d.
+template <class A>
+EMBER_HD EMBER_INLINE void sgd_element(A& p, A g, A* buf, const SgdScalars<A>& s) {
+    A d = g + s.weight_decay * p;
+    if (buf) {
+        *buf = s.first ? d : s.momentum * *buf + (A(1) - s.dampening) * d;
+        d = s.nesterov ? d + s.momentum * *buf : *buf;
+    }
+    p = p - s.lr * d;
+}
+
+/// The trust ratio of LAMB (You et al. 2019): φ(‖p‖) / ‖r‖ with φ(x) =
+/// min(x, 10), and 1 when either norm is 0.
+EMBER_HD EMBER_INLINE double lamb_trust(double param_norm, double update_norm) {
+    const double phi = param_norm < 10.0 ? param_norm : 10.0;
+    return param_norm > 0 && update_norm > 0 ? phi / update_norm : 1.0;
+}
+
+/// The local learning rate of LARS (You et al. 2017): η·‖w‖ / (‖g‖ + β·‖w‖ + eps),
+/// and 1 when either norm is 0.
+EMBER_HD EMBER_INLINE double lars_trust(double param_norm, double grad_norm, double eta,
+                                        double weight_decay, double eps) {
+    return param_norm > 0 && grad_norm > 0
+               ? eta * param_norm / (grad_norm + weight_decay * param_norm + eps)
+               : 1.0;
+}
+
+/// f32 → bf16 by stochastic rounding: 16 random bits added below bf16's last
+/// place before truncation, so the expected value is x. Infinities and NaN
+/// round as usual; a finite value never rounds up to infinity.
+EMBER_HD EMBER_INLINE BFloat16 bf16_stochastic(float x, uint32_t random16) {
+    const uint32_t bits = float_bits(x);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return BFloat16(x);  // inf, NaN
+    const uint32_t up = bits + (random16 & 0xffffu);
+    const uint32_t kept = ((up & 0x7f800000u) == 0x7f800000u) ? bits : up;  // no overflow to inf
+    return BFloat16::from_bits(uint16_t(kept >> 16));
+}
+
+/// The random 16 bits for element i of a tensor's copy at step t: word i % 2
+/// (high or low half) of Philox block i / 2 of stream t under `seed`.
+EMBER_HD EMBER_INLINE uint32_t rounding_bits(uint64_t seed, uint64_t step, int64_t i) {
+    const Philox4 b = philox_block(seed, uint64_t(i) / 2, step);
+    return i % 2 == 0 ? b.x[0] >> 16 : b.x[1] >> 16;
+}
+
+}  // namespace ember::math

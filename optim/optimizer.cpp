@@ -1,0 +1,179 @@
+// The optimizer base: groups, lazily made state that follows its parameter's
+// device and dtype, step() as one fused update per group and step count,
+// zero_grad, and the parameter-group helpers.
+#include "optim/optimizer.h"
+
+#include <map>
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "kernels/copy.h"
+#include "kernels/factories.h"
+#include "kernels/front.h"
+#include "nn/module.h"
+
+namespace ember::optim {
+
+Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {
+    for (GroupSpec& s : specs) {
+        ParamGroup g{std::move(s.params), defaults, std::move(s.model)};
+        if (s.lr) g.hyper.lr = *s.lr;
+        if (s.weight_decay) g.hyper.weight_decay = *s.weight_decay;
+        groups_.push_back(std::move(g));
+    }
+    check_groups();
+    for (const ParamGroup& g : groups_) state_.emplace_back(g.params.size());
+}
+
+void Optimizer::check_groups() const {
+    std::set<const void*> seen;
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        const ParamGroup& g = groups_[gi];
+        EMBER_CHECK(g.model.empty() || g.model.size() == g.params.size(), "optimizer: group ", gi,
+                    " has ", g.params.size(), " parameters but ", g.model.size(), " model tensors");
+        EMBER_CHECK(g.hyper.lr >= 0 && g.hyper.weight_decay >= 0, "optimizer: group ", gi,
+                    " needs lr >= 0 and weight_decay >= 0, got ", g.hyper.lr, " and ",
+                    g.hyper.weight_decay);
+        for (size_t i = 0; i < g.params.size(); ++i) {
+            const Tensor& p = g.params[i];
+            EMBER_CHECK(p.defined() && is_floating(p.dtype()), "optimizer: parameter ", i,
+                        " of group ", gi, " must be a floating tensor, got ", kernels::describe(p));
+            EMBER_CHECK(seen.insert(p.unsafe_impl()).second, "optimizer: parameter ", i,
+                        " of group ", gi, " (", kernels::describe(p),
+                        ") appears twice; give each parameter to one group once");
+            if (!g.model.empty())
+                EMBER_CHECK(g.model[i].defined() && g.model[i].shape() == p.shape(),
+                            "optimizer: model tensor ", i, " of group ", gi, " ",
+                            kernels::describe(g.model[i]), " does not match its master ",
+                            kernels::describe(p));
+        }
+    }
+}
+
+bool Optimizer::step() {
+    NoGradGuard no_grad;
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        const ParamGroup& g = groups_[gi];
+        const int nbuf = buffers(g.hyper);
+        std::map<int64_t, Batch> batches;  // by step count: one fused call each
+        for (size_t i = 0; i < g.params.size(); ++i) {
+            const Tensor& p = g.params[i];
+            const Tensor grad = g.model.empty() ? p.grad() : g.model[i].grad();
+            if (!grad.defined()) continue;
+            State& st = state_[gi][i];
+            // State follows its parameter (Module::to moves parameters, not state).
+            const TensorOptions like{kernels::acc_dtype(p.dtype()), p.device(), false};
+            for (Tensor* b : {&st.buffer1, &st.buffer2}) {
+                if ((b == &st.buffer1 ? 1 : 2) > nbuf) continue;
+                if (!b->defined())
+                    *b = zeros(p.shape(), like);
+                else if (b->device() != p.device() || b->dtype() != like.dtype)
+                    *b = b->to(p.device()).to(like.dtype);
+            }
+            Batch& batch = batches[st.steps + 1];
+            batch.step = st.steps + 1;
+            batch.first = st.steps == 0;
+            batch.params.push_back(p);
+            batch.grads.push_back(kernels::contiguous(grad));
+            if (nbuf >= 1) batch.state1.push_back(st.buffer1);
+            if (nbuf >= 2) batch.state2.push_back(st.buffer2);
+            if (!g.model.empty()) batch.copies.push_back(g.model[i]);
+        }
+        for (auto& [step, batch] : batches) update(g.hyper, batch);
+        for (size_t i = 0; i < g.params.size(); ++i) {
+            const Tensor grad = g.model.empty() ? g.params[i].grad() : g.model[i].grad();
+            if (grad.defined()) ++state_[gi][i].steps;
+        }
+    }
+    ++steps_;
+    return true;
+}
+
+std::vector<Tensor> Optimizer::gradients() const {
+    std::vector<Tensor> out;
+    for (const ParamGroup& g : groups_)
+        for (const Tensor& t : g.model.empty() ? g.params : g.model)
+            if (Tensor grad = t.grad(); grad.defined()) out.push_back(grad);
+    return out;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+    NoGradGuard no_grad;
+    for (const ParamGroup& g : groups_)
+        for (const Tensor& t : g.model.empty() ? g.params : g.model) {
+            if (set_to_none || !t.grad().defined())
+                t.set_grad({});
+            else
+                t.grad().fill_(0);
+        }
+}
+
+double Optimizer::lr(size_t group) const {
+    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group, " (", groups_.size(),
+                " groups)");
+    return groups_[group].hyper.lr;
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group, " (", groups_.size(),
+                " groups)");
+    EMBER_CHECK(lr >= 0, name(), ": learning rate must be >= 0, got ", lr);
+    groups_[group].hyper.lr = lr;
+}
+
+double Optimizer::momentum(size_t group) const {
+    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group);
+    return groups_[group].hyper.momentum;
+}
+
+void Optimizer::set_momentum(size_t group, double momentum) {
+    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group);
+    EMBER_CHECK(momentum >= 0 && momentum < 1, name(), ": momentum must be in [0, 1), got ",
+                momentum);
+    groups_[group].hyper.momentum = momentum;
+}
+
+void Optimizer::set_stochastic_rounding(bool on, uint64_t seed) {
+    stochastic_ = on;
+    seed_ = seed;
+}
+
+std::vector<GroupSpec> decay_groups(const nn::Module& m, double weight_decay) {
+    GroupSpec decay{{}, std::nullopt, weight_decay, {}}, none{{}, std::nullopt, 0.0, {}};
+    for (const Tensor& p : m.parameters())
+        if (p.requires_grad()) (p.dim() >= 2 ? decay : none).params.push_back(p);
+    std::vector<GroupSpec> out;
+    for (GroupSpec* g : {&decay, &none})
+        if (!g->params.empty()) out.push_back(std::move(*g));
+    return out;
+}
+
+std::vector<GroupSpec> master_weights(nn::Module& m, DType low, std::vector<GroupSpec> groups) {
+    EMBER_CHECK(low == DType::f16 || low == DType::bf16,
+                "master_weights: the model's dtype must be f16 or bf16, got ", dtype_name(low));
+    if (groups.empty()) {
+        GroupSpec all;
+        for (const Tensor& p : m.parameters())
+            if (p.requires_grad()) all.params.push_back(p);
+        groups.push_back(std::move(all));
+    }
+    std::vector<std::vector<Tensor>> masters;
+    for (const GroupSpec& g : groups) {
+        EMBER_CHECK(g.model.empty(), "master_weights: a group already has model tensors");
+        std::vector<Tensor> copies;
+        for (const Tensor& p : g.params) {
+            EMBER_CHECK(p.defined() && p.dtype() == DType::f32, "master_weights: parameter ",
+                        kernels::describe(p), " must be f32");
+            copies.push_back(kernels::clone(p));
+        }
+        masters.push_back(std::move(copies));
+    }
+    m.to(low);  // the handles in `groups` follow: Module::to keeps tensor identity
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+        groups[gi].model = std::move(groups[gi].params);
+        groups[gi].params = std::move(masters[gi]);
+    }
+    return groups;
+}
+
+}  // namespace ember::optim

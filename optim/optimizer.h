@@ -1,0 +1,159 @@
+// The optimizer base: parameter groups with their own hyper-parameters, the
+// per-parameter state, step() through one fused multi-tensor update per group
+// (kernels/optim.h), zero_grad, and the state saved to and loaded from a
+// safetensors file. SGD, Adam, AdamW, LAMB and LARS derive from it. docs/optim.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::nn {
+class Module;
+struct TensorFile;
+}  // namespace ember::nn
+
+namespace ember::optim {
+
+/// The hyper-parameters of one parameter group. Each optimizer reads the ones
+/// its options name and ignores the rest; LR schedules change `lr` (and
+/// `momentum` or `beta1`, see Optimizer::set_momentum) between steps.
+struct Hyper {
+    double lr = 1e-3;
+    double weight_decay = 0;
+    double momentum = 0;               ///< SGD, LARS
+    double dampening = 0;              ///< SGD
+    bool nesterov = false;             ///< SGD
+    double beta1 = 0.9, beta2 = 0.999; ///< Adam, AdamW, LAMB
+    double eps = 1e-8;                 ///< Adam, AdamW, LAMB, LARS
+    double trust_coefficient = 1e-3;   ///< LARS: η
+    bool exclude_from_lars = false;    ///< LARS: plain momentum SGD here (biases, norms)
+};
+
+/// Parameters and the hyper-parameters they share. With `model` (same length
+/// as `params`), `params` are f32 master weights of a low-precision model:
+/// the update reads the gradients of `model` and writes the updated masters,
+/// rounded, back into `model` in the same pass (master_weights() builds this).
+struct ParamGroup {
+    std::vector<Tensor> params;
+    Hyper hyper;
+    std::vector<Tensor> model;
+};
+
+/// A group given to an optimizer's constructor: its parameters and, where
+/// they differ from the optimizer's options, its own lr and weight decay
+/// (`model`: as ParamGroup's, from master_weights).
+struct GroupSpec {
+    std::vector<Tensor> params;
+    std::optional<double> lr;
+    std::optional<double> weight_decay;
+    std::vector<Tensor> model;
+};
+
+/// Base of every optimizer. Not copyable; parameters are held by handle, so
+/// the optimizer follows the module's tensors (Module::to keeps them).
+class Optimizer {
+public:
+    virtual ~Optimizer() = default;
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+
+    /// "AdamW", "SGD", ...: names the state in files and messages.
+    virtual const char* name() const = 0;
+
+    /// One update of every parameter that has a gradient (others are skipped
+    /// and keep their state), one fused pass per group. Returns true: the step
+    /// was applied (amp::GradScaler::step returns false for a skipped step).
+    /// Runs without recording (no graph), whatever the grad mode.
+    bool step();
+    /// Clears the gradients: to none by default (TIPS #10), or to zeros.
+    void zero_grad(bool set_to_none = true);
+
+    std::vector<ParamGroup>& groups() { return groups_; }
+    const std::vector<ParamGroup>& groups() const { return groups_; }
+    /// The gradients step() would read (a model's, with master weights), of
+    /// the parameters that have one: what clipping and loss scaling work on.
+    std::vector<Tensor> gradients() const;
+    /// Applied steps so far (restored by load).
+    int64_t steps() const { return steps_; }
+
+    /// The group's learning rate (schedules read and write it).
+    double lr(size_t group) const;
+    void set_lr(size_t group, double lr);
+    /// The group's momentum as a schedule cycles it: SGD's and LARS's
+    /// momentum, Adam's, AdamW's and LAMB's beta1.
+    virtual double momentum(size_t group) const;
+    virtual void set_momentum(size_t group, double momentum);
+
+    /// bf16 copies (master_weights) by stochastic rounding, seeded: each
+    /// step draws from Philox stream `step` under `seed` (off by default).
+    void set_stochastic_rounding(bool on, uint64_t seed = 0);
+
+    /// The state as named tensors ("g<group>.p<index>.<buffer>": exp_avg,
+    /// exp_avg_sq, momentum_buffer) and a JSON string with the optimizer's
+    /// name, steps, each parameter's step and the groups' hyper-parameters.
+    std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+    std::string state_json() const;
+    /// Restores what state_tensors/state_json saved, after checking it all
+    /// against this optimizer: its name, the groups and their sizes, every
+    /// tensor's shape and dtype. On any mismatch an Error names it and
+    /// nothing is changed.
+    void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                    const std::string& json);
+    /// The same through one safetensors file (the JSON under "ember.optimizer"
+    /// in its metadata), written atomically.
+    void save(const std::string& path) const;
+    void load(const std::string& path);
+
+protected:
+    Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults);
+
+    /// The tensors of one fused call: the group's parameters that have a
+    /// gradient and share a step count.
+    struct Batch {
+        std::vector<Tensor> params, grads, state1, state2, copies;
+        int64_t step = 1;      ///< 1-based step of these parameters, this update included
+        bool first = true;     ///< their state is fresh (no update yet)
+    };
+    /// Applies the rule to one batch of one group.
+    virtual void update(const Hyper& h, const Batch& b) = 0;
+    /// How many state buffers a parameter of a group with `h` keeps (0, 1 or
+    /// 2), and their names in saved state.
+    virtual int buffers(const Hyper& h) const = 0;
+    virtual const char* buffer_name(int k) const = 0;
+
+    bool stochastic_ = false;
+    uint64_t seed_ = 0;
+
+private:
+    struct State {
+        Tensor buffer1, buffer2;  // undefined until the first update
+        int64_t steps = 0;
+    };
+    void check_groups() const;
+
+    std::vector<ParamGroup> groups_;
+    std::vector<std::vector<State>> state_;  // per group, per parameter
+    int64_t steps_ = 0;
+};
+
+/// Two groups of a module's parameters that require grad: those with weight
+/// decay (matrices and convolution kernels: 2 or more dims) and those without
+/// (biases and normalization weights: 1 dim), as is usual for AdamW.
+std::vector<GroupSpec> decay_groups(const nn::Module& m, double weight_decay);
+
+/// f32 master weights for mixed-precision training: makes f32 copies of the
+/// groups' parameters (all the module's trainable ones when `groups` is
+/// empty), converts the module's floating parameters and buffers to `low`
+/// (f16 or bf16) in place, and returns the groups with the copies as
+/// `params` and the module's parameters as `model`: the optimizer then reads
+/// the low-precision gradients and writes the updated weights back, rounded,
+/// in the same pass. The module's parameters must be f32.
+std::vector<GroupSpec> master_weights(nn::Module& m, DType low, std::vector<GroupSpec> groups = {});
+
+}  // namespace ember::optim

@@ -1,0 +1,37 @@
+// SGD: the hyper-parameters into one fused kernels::sgd_update call per batch.
+#include "optim/sgd.h"
+
+#include "kernels/optim.h"
+
+namespace ember::optim {
+
+namespace {
+Hyper sgd_hyper(const SGDOptions& o) {
+    EMBER_CHECK(o.lr >= 0 && o.momentum >= 0 && o.momentum < 1 && o.dampening >= 0 &&
+                    o.dampening <= 1 && o.weight_decay >= 0,
+                "SGD: need lr >= 0, 0 <= momentum < 1, 0 <= dampening <= 1, weight_decay >= 0; "
+                "got lr ", o.lr, ", momentum ", o.momentum, ", dampening ", o.dampening,
+                ", weight_decay ", o.weight_decay);
+    EMBER_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+                "SGD: Nesterov momentum needs momentum > 0 and dampening 0, got momentum ",
+                o.momentum, ", dampening ", o.dampening);
+    Hyper h;
+    h.lr = o.lr;
+    h.momentum = o.momentum;
+    h.dampening = o.dampening;
+    h.weight_decay = o.weight_decay;
+    h.nesterov = o.nesterov;
+    return h;
+}
+}  // namespace
+
+SGD::SGD(std::vector<GroupSpec> groups, const SGDOptions& o)
+    : Optimizer(std::move(groups), sgd_hyper(o)) {}
+
+void SGD::update(const Hyper& h, const Batch& b) {
+    kernels::UpdateTensors t{b.params, b.grads, b.state1, {}, b.copies, stochastic_, seed_,
+                             uint64_t(steps())};
+    kernels::sgd_update(t, {h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, b.first});
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,32 @@
+// SGD with momentum, dampening, Nesterov momentum and L2 weight decay, with
+// PyTorch's update rule, fused across each group's tensors.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace ember::optim {
+
+struct SGDOptions {
+    double lr = 1e-2;
+    double momentum = 0;
+    double dampening = 0;
+    double weight_decay = 0;
+    bool nesterov = false;
+};
+
+/// d = g + wd·p; with momentum b = μ·b + (1 − τ)·d (b = d on the first step),
+/// d = nesterov ? d + μ·b : b; p −= lr·d.
+class SGD : public Optimizer {
+public:
+    SGD(std::vector<GroupSpec> groups, const SGDOptions& o = {});
+    SGD(std::vector<Tensor> params, const SGDOptions& o = {})
+        : SGD(std::vector<GroupSpec>{{std::move(params)}}, o) {}
+    const char* name() const override { return "SGD"; }
+
+protected:
+    void update(const Hyper& h, const Batch& b) override;
+    int buffers(const Hyper& h) const override { return h.momentum != 0 ? 1 : 0; }
+    const char* buffer_name(int) const override { return "momentum_buffer"; }
+};
+
+}  // namespace ember::optim

@@ -1,0 +1,195 @@
+// An optimizer's state in and out: named tensors for the buffers, a small JSON
+// for everything else (name, steps, each parameter's step, the groups'
+// hyper-parameters), and one safetensors file holding both. Loading checks
+// everything against the optimizer before it changes anything.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "kernels/copy.h"
+#include "kernels/front.h"
+#include "nn/safetensors.h"
+#include "optim/optimizer.h"
+
+namespace ember::optim {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kMetadataKey = "ember.optimizer";
+
+std::string buffer_key(size_t group, size_t param, const char* buffer) {
+    return str("g", group, ".p", param, ".", buffer);
+}
+
+json hyper_json(const Hyper& h) {
+    return {{"lr", h.lr},
+            {"weight_decay", h.weight_decay},
+            {"momentum", h.momentum},
+            {"dampening", h.dampening},
+            {"nesterov", h.nesterov},
+            {"beta1", h.beta1},
+            {"beta2", h.beta2},
+            {"eps", h.eps},
+            {"trust_coefficient", h.trust_coefficient},
+            {"exclude_from_lars", h.exclude_from_lars}};
+}
+
+// A finite number in [lo, hi] (or a bool) named `key` of object `o`.
+double number(const json& o, const char* key, double lo, double hi) {
+    EMBER_CHECK(o.contains(key) && o[key].is_number(), "optimizer state: '", key,
+                "' is missing or not a number");
+    const double v = o[key].get<double>();
+    EMBER_CHECK(std::isfinite(v) && v >= lo && v <= hi, "optimizer state: '", key, "' = ", v,
+                " is outside [", lo, ", ", hi, "]");
+    return v;
+}
+bool boolean(const json& o, const char* key) {
+    EMBER_CHECK(o.contains(key) && o[key].is_boolean(), "optimizer state: '", key,
+                "' is missing or not true/false");
+    return o[key].get<bool>();
+}
+
+Hyper parse_hyper(const json& o) {
+    EMBER_CHECK(o.is_object(), "optimizer state: a group's 'hyper' must be an object");
+    Hyper h;
+    h.lr = number(o, "lr", 0, 1e9);
+    h.weight_decay = number(o, "weight_decay", 0, 1e9);
+    h.momentum = number(o, "momentum", 0, 1);
+    h.dampening = number(o, "dampening", 0, 1);
+    h.nesterov = boolean(o, "nesterov");
+    h.beta1 = number(o, "beta1", 0, 1);
+    h.beta2 = number(o, "beta2", 0, 1);
+    h.eps = number(o, "eps", 0, 1);
+    h.trust_coefficient = number(o, "trust_coefficient", 0, 1e9);
+    h.exclude_from_lars = boolean(o, "exclude_from_lars");
+    return h;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+        for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+            const State& s = state_[gi][i];
+            if (s.buffer1.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(0)), s.buffer1);
+            if (s.buffer2.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(1)), s.buffer2);
+        }
+    return out;
+}
+
+std::string Optimizer::state_json() const {
+    json groups = json::array();
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        json steps = json::array(), shapes = json::array();
+        for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+            steps.push_back(state_[gi][i].steps);
+            shapes.push_back(groups_[gi].params[i].shape());
+        }
+        groups.push_back({{"hyper", hyper_json(groups_[gi].hyper)},
+                          {"param_steps", steps},
+                          {"shapes", shapes}});
+    }
+    return json{{"optimizer", name()},
+                {"steps", steps_},
+                {"stochastic_rounding", stochastic_},
+                {"seed", seed_},
+                {"groups", groups}}
+        .dump();
+}
+
+void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                           const std::string& text) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        EMBER_FAIL("optimizer state: the JSON does not parse: ", e.what());
+    }
+    EMBER_CHECK(j.is_object() && j.contains("optimizer") && j["optimizer"].is_string(),
+                "optimizer state: not an optimizer's state (no 'optimizer' name)");
+    EMBER_CHECK(j["optimizer"].get<std::string>() == name(), "optimizer state: saved by ",
+                j["optimizer"].get<std::string>(), ", cannot be loaded into ", name());
+    const int64_t steps = int64_t(number(j, "steps", 0, 9e15));
+    const bool stochastic = boolean(j, "stochastic_rounding");
+    EMBER_CHECK(j.contains("seed") && j["seed"].is_number_unsigned(),
+                "optimizer state: 'seed' is missing or not an unsigned integer");
+    const uint64_t seed = j["seed"].get<uint64_t>();
+    EMBER_CHECK(j.contains("groups") && j["groups"].is_array() &&
+                    j["groups"].size() == groups_.size(),
+                "optimizer state: expected ", groups_.size(), " groups");
+
+    std::map<std::string, const Tensor*> by_name;
+    for (const auto& [key, t] : tensors) {
+        EMBER_CHECK(by_name.emplace(key, &t).second, "optimizer state: tensor '", key,
+                    "' appears twice");
+    }
+    std::vector<Hyper> hypers;
+    std::vector<std::vector<State>> state(groups_.size());
+    size_t used = 0;
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        const json& g = j["groups"][gi];
+        EMBER_CHECK(g.is_object() && g.contains("hyper") && g.contains("param_steps") &&
+                        g["param_steps"].is_array(),
+                    "optimizer state: group ", gi, " lacks 'hyper' or 'param_steps'");
+        hypers.push_back(parse_hyper(g["hyper"]));
+        const std::vector<Tensor>& params = groups_[gi].params;
+        EMBER_CHECK(g["param_steps"].size() == params.size(), "optimizer state: group ", gi,
+                    " has ", g["param_steps"].size(), " parameters saved but ", params.size(),
+                    " here");
+        const int nbuf = buffers(hypers.back());
+        for (size_t i = 0; i < params.size(); ++i) {
+            const json& st = g["param_steps"][i];
+            EMBER_CHECK(st.is_number_integer() && st.get<int64_t>() >= 0 &&
+                            st.get<int64_t>() <= steps,
+                        "optimizer state: group ", gi, " parameter ", i, " has a bad step count");
+            State s;
+            s.steps = st.get<int64_t>();
+            for (int k = 0; k < nbuf && s.steps > 0; ++k) {
+                const std::string key = buffer_key(gi, i, buffer_name(k));
+                const auto it = by_name.find(key);
+                EMBER_CHECK(it != by_name.end(), "optimizer state: tensor '", key, "' is missing");
+                const Tensor& t = *it->second;
+                const Tensor& p = params[i];
+                EMBER_CHECK(t.shape() == p.shape() && is_floating(t.dtype()),
+                            "optimizer state: '", key, "' is ", kernels::describe(t),
+                            ", expected the shape of parameter ", kernels::describe(p));
+                // Its own copy, in the state's dtype, on the parameter's device.
+                Tensor b = empty(p.shape(), {kernels::acc_dtype(p.dtype()), p.device(), false});
+                kernels::copy(b, t);
+                (k == 0 ? s.buffer1 : s.buffer2) = b;
+                ++used;
+            }
+            state[gi].push_back(std::move(s));
+        }
+    }
+    EMBER_CHECK(used == tensors.size(), "optimizer state: ", tensors.size() - used,
+                " tensor(s) do not belong to any parameter with a step");
+    // Every check passed: commit.
+    for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].hyper = hypers[gi];
+    state_ = std::move(state);
+    steps_ = steps;
+    stochastic_ = stochastic;
+    seed_ = seed;
+}
+
+void Optimizer::save(const std::string& path) const {
+    nn::save_safetensors(path, state_tensors(), {{kMetadataKey, state_json()}});
+}
+
+void Optimizer::load(const std::string& path) {
+    const nn::TensorFile file = nn::load_safetensors(path);
+    const auto it = file.metadata.find(kMetadataKey);
+    EMBER_CHECK(it != file.metadata.end(), "loading '", path, "': no '", kMetadataKey,
+                "' metadata: not an optimizer state file");
+    try {
+        load_state(file.tensors, it->second);
+    } catch (const Error& e) {
+        EMBER_FAIL("loading '", path, "': ", e.what());
+    }
+}
+
+}  // namespace ember::optim
