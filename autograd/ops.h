@@ -3,6 +3,7 @@
 
 #include "autograd/accumulate.h"
 #include "autograd/checkpoint.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/graph.h"

@@ -1,5 +1,6 @@
 // Differentiable conv2d and pooling: the forward kernels, then backward
 // kernels from kernels/conv.h and kernels/pool.h.
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 #include "autograd/ops/nn_ops.h"
 #include "kernels/conv.h"
@@ -10,8 +11,10 @@ namespace ember {
 namespace k = kernels;
 using autograd::TensorList;
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
+Tensor conv2d(const Tensor& input0, const Tensor& weight0, const Tensor& bias0, Int2 stride,
               Int2 padding, Int2 dilation, int64_t groups) {
+    const Tensor input = amp::cast_input("conv2d", input0),
+                 weight = amp::cast_input("conv2d", weight0), bias = amp::cast_input("conv2d", bias0);
     Tensor out = k::conv2d(input, weight, bias, stride, padding, dilation, groups);
     if (auto node = autograd::make_node("conv2d", {input, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),

@@ -1,5 +1,6 @@
 // Losses: fused cross-entropy (log_softmax + NLL in one kernel each way),
 // and nll_loss / mse_loss composed from differentiable ops.
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 #include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
@@ -35,7 +36,8 @@ Tensor reduce(const Tensor& per_sample, Reduction r, const Tensor& count) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+Tensor cross_entropy(const Tensor& logits0, const Tensor& target, const CrossEntropyOptions& o) {
+    const Tensor logits = amp::cast_input("cross_entropy", logits0);
     k::CrossEntropyForward f =
         k::cross_entropy_forward(logits, target, o.label_smoothing, o.ignore_index);
     const Tensor count = o.reduction == Reduction::mean
@@ -65,7 +67,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& o) {
+Tensor nll_loss(const Tensor& log_probs0, const Tensor& target, const NllLossOptions& o) {
+    const Tensor log_probs = amp::cast_input("nll_loss", log_probs0);
     EMBER_CHECK(log_probs.dim() == 2 && target.dim() == 1 && target.size(0) == log_probs.size(0),
                 "nll_loss: expected log_probs [N, C] and target [N], got ",
                 shape_str(log_probs.shape()), " and ", shape_str(target.shape()));
@@ -81,7 +84,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
     return reduce(per, o.reduction, counted(target, o.ignore_index, log_probs.dtype()));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction) {
+    const Tensor input = amp::cast_input("mse_loss", input0),
+                 target = amp::cast_input("mse_loss", target0);
     EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
                 " and target ", shape_str(target.shape()), " differ in shape");
     const Tensor d = sub(input, target);

@@ -4,6 +4,7 @@
 #include "autograd/ops/matmul.h"
 #include "kernels/copy.h"
 
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
@@ -20,7 +21,8 @@ Tensor mT(const Tensor& t) { return views::transpose(t, -1, -2); }
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+    const Tensor a = amp::cast_input("matmul", a0), b = amp::cast_input("matmul", b0);
     Tensor out = k::matmul(a, b);
     if (auto node = autograd::make_node("matmul", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
@@ -46,7 +48,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a0, const Tensor& b0) {
+    const Tensor a = amp::cast_input("bmm", a0), b = amp::cast_input("bmm", b0);
     Tensor out = k::bmm(a, b);
     if (auto node = autograd::make_node("bmm", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
@@ -60,7 +63,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     return out;
 }
 
-Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
+Tensor addmm(const Tensor& c0, const Tensor& a0, const Tensor& b0) {
+    const Tensor c = amp::cast_input("addmm", c0), a = amp::cast_input("addmm", a0),
+                 b = amp::cast_input("addmm", b0);
     Tensor out = k::addmm(c, a, b);
     if (auto node = autograd::make_node("addmm", {c, a, b})) {
         const bool ga = node->needs_input_grad(1), gb = node->needs_input_grad(2);
@@ -74,7 +79,9 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
     return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
+    const Tensor x = amp::cast_input("linear", x0), w = amp::cast_input("linear", w0),
+                 bias = amp::cast_input("linear", bias0);
     Tensor out = k::linear(x, w, bias);
     if (auto node = autograd::make_node("linear", {x, w, bias})) {
         const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),

@@ -1,5 +1,6 @@
 // Differentiable batch norm, layer norm and dropout over the fused kernels
 // in kernels/norm.h and kernels/dropout.h.
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 #include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
@@ -41,9 +42,10 @@ TensorList batch_norm_eval_backward(const Tensor& g, const Tensor& x, const Tens
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
+    const Tensor x = amp::cast_input("batch_norm", x0);
     if (!training) {
         EMBER_CHECK(running_mean.defined() && running_var.defined(),
                     "batch_norm: evaluation mode needs running_mean and running_var");
@@ -75,8 +77,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     return f.output;
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+    const Tensor x = amp::cast_input("layer_norm", x0);
     k::LayerNormForward f = k::layer_norm_forward(x, normalized_shape, weight, bias, eps);
     if (auto node = autograd::make_node("layer_norm", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
@@ -58,7 +59,8 @@ Tensor share_among_ties(const Tensor& g, const Tensor& x, const Tensor& out, con
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor sum(const Tensor& x0, const Shape& dims, bool keepdim) {
+    const Tensor x = amp::cast_input("sum", x0);
     Tensor out = k::sum(x, dims, keepdim);
     if (!is_floating(out.dtype())) return out;
     if (auto node = autograd::make_node("sum", {x})) {
@@ -70,7 +72,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     return out;
 }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x0, const Shape& dims, bool keepdim) {
+    const Tensor x = amp::cast_input("mean", x0);
     Tensor out = k::mean(x, dims, keepdim);
     if (auto node = autograd::make_node("mean", {x})) {
         node->backward = [shape = x.shape(), dims](const TensorList& g) {
@@ -82,7 +85,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     return out;
 }
 
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+Tensor norm(const Tensor& x0, double p, const Shape& dims, bool keepdim) {
+    const Tensor x = amp::cast_input("norm", x0);
     Tensor out = k::norm(x, p, dims, keepdim);
     if (auto node = autograd::make_node("norm", {x})) {
         node->backward = [x = node->save(x), out = node->save(out), p, dims](const TensorList& g) {
@@ -102,7 +106,8 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
     return out;
 }
 
-Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+Tensor var(const Tensor& x0, const Shape& dims, double correction, bool keepdim) {
+    const Tensor x = amp::cast_input("var", x0);
     Tensor out = k::var(x, dims, correction, keepdim);
     if (auto node = autograd::make_node("var", {x})) {
         node->backward = [x = node->save(x), dims, correction](const TensorList& g) {
@@ -118,7 +123,8 @@ Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
     return out;
 }
 
-Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+Tensor std(const Tensor& x0, const Shape& dims, double correction, bool keepdim) {
+    const Tensor x = amp::cast_input("std", x0);
     Tensor out = k::std(x, dims, correction, keepdim);
     if (auto node = autograd::make_node("std", {x})) {
         node->backward = [x = node->save(x), out = node->save(out), dims,
@@ -198,7 +204,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
     return k::argmin(x, dim, keepdim);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x0, int64_t dim) {
+    const Tensor x = amp::cast_input("softmax", x0);
     Tensor y = k::softmax(x, dim);
     if (auto node = autograd::make_node("softmax", {x})) {
         node->backward = [y = node->save(y), dim](const TensorList& g) {
@@ -211,7 +218,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
     return y;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x0, int64_t dim) {
+    const Tensor x = amp::cast_input("log_softmax", x0);
     Tensor y = k::log_softmax(x, dim);
     if (auto node = autograd::make_node("log_softmax", {x})) {
         node->backward = [y = node->save(y), dim](const TensorList& g) {
