@@ -24,6 +24,7 @@ void run_matmul(const Options&, Report&);
 void run_conv(const Options&, Report&);
 void run_loader(const Options&, Report&);
 void run_train(const Options&, Report&);
+void run_optim(const Options&, Report&);
 
 const std::vector<Family>& families() {
     static const std::vector<Family> list = {
@@ -34,6 +35,7 @@ const std::vector<Family>& families() {
         {"matmul", "matmul against Eigen on the same buffers", run_matmul},
         {"conv", "conv2d on ResNet-like shapes", run_conv},
         {"loader", "data loader on Fashion-MNIST: workers, trainer wait", run_loader},
+        {"optim", "fused optimizer steps over 10M and 100M parameters", run_optim},
         {"train", "one training step of mlp and resnet8 vs its GEMMs alone", run_train},
     };
     return list;

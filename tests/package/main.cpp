@@ -14,13 +14,11 @@ int main() {
     Tensor x = randn({64, 784});                        // f32 on the CPU
     Tensor labels = randint(0, 10, {64});                // i64
     auto model = nn::mlp();                             // 784-512-256-10, ReLU
+    optim::AdamW opt(model->parameters(), {.lr = 1e-3});  // fused AdamW, the default optimizer
+    opt.zero_grad();                                    // gradients to none (TIPS #10)
     Tensor loss = cross_entropy((*model)(x), labels);   // records the graph
     loss.backward();                                    // p.grad() for every parameter
-    {
-        NoGradGuard no_grad;                            // a plain SGD step, not recorded
-        for (const Tensor& p : model->parameters()) sub_(p, mul(p.grad(), 0.1));
-    }
-    model->zero_grad();                                 // gradients to none
+    opt.step();                                         // one fused pass over all parameters
     Tensor v = x.t().contiguous();                      // views share storage; contiguous copies
     Tensor s = x.slice(1, 0, 784, 2).to(DType::bf16);   // every 2nd column, as bf16
     std::vector<float> host(16);
@@ -38,7 +36,8 @@ int main() {
         NoGradGuard no_grad;
         after = cross_entropy((*model)(x), labels).item();
     }
-    const bool ok = after < loss.item() && !model->parameters()[0].grad().defined() &&
+    const bool ok = after < loss.item() && model->parameters()[0].grad().defined() &&
+                    opt.steps() == 1 &&
                     v.is_contiguous() && v.at({5, 3}) == x.at({3, 5}) &&
                     s.shape() == Shape{64, 392} && b.data_ptr() == host.data() && gelu_ok &&
                     raw.at({1, 2}) == h.at({1, 2});

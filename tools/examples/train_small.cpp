@@ -1,5 +1,5 @@
 // ember's C++ API in one page: define a model, train it a few steps on
-// synthetic data with a hand-written SGD loop, save its weights.
+// synthetic data with SGD, save its weights.
 // Usage: train_small [weights.safetensors]
 #include <ember/ember.h>
 
@@ -25,15 +25,13 @@ int main(int argc, char** argv) {
     const Tensor images = randn({64, 1, 28, 28});  // a fixed synthetic batch
     const Tensor labels = randint(0, 10, {64});
 
+    optim::SGD opt(model.parameters(), {.lr = 0.05});
     double first = 0, last = 0;
     for (int step = 0; step < 30; ++step) {
         Tensor loss = cross_entropy(model(images), labels);
-        model.zero_grad();
+        opt.zero_grad();
         loss.backward();
-        {
-            NoGradGuard no_grad;  // the update is not part of the graph
-            for (const Tensor& p : model.parameters()) sub_(p, mul(p.grad(), 0.05));
-        }
+        opt.step();  // fused, and not part of the graph
         last = loss.item();
         if (step == 0) first = last;
         if (step % 10 == 0) std::cout << "step " << step << "  loss " << last << "\n";
