@@ -54,16 +54,25 @@ void visit_signature(const UpdateList& l, const char* op, F f) {
     });
 }
 
-// Writes the updated master value x of element i into the slot's copy.
-template <class A>
-inline void write_copy(const UpdateList& l, const UpdateSlot& s, int64_t i, A x) {
+// Writes the chunk's updated parameters into the slot's low-precision copy
+// (only f32 parameters have one): a second loop over what is still in cache,
+// so the update loops stay free of branches and vectorize.
+template <class P>
+void write_copy(const UpdateList& l, const UpdateSlot& s, const Chunk& c) {
     if (!s.copy) return;
-    if (l.copy == DType::bf16) {
-        static_cast<BFloat16*>(s.copy)[i] =
-            l.stochastic_copy ? math::bf16_stochastic(float(x), math::rounding_bits(l.seed, l.step, i))
-                              : BFloat16(float(x));
-    } else {
-        static_cast<Half*>(s.copy)[i] = Half(float(x));
+    if constexpr (std::is_same_v<P, float>) {
+        const float* __restrict p = static_cast<const float*>(s.param);
+        if (l.copy == DType::f16) {
+            Half* __restrict out = static_cast<Half*>(s.copy);
+            for (int64_t i = c.begin; i < c.begin + c.count; ++i) out[i] = Half(p[i]);
+        } else if (!l.stochastic_copy) {
+            BFloat16* __restrict out = static_cast<BFloat16*>(s.copy);
+            for (int64_t i = c.begin; i < c.begin + c.count; ++i) out[i] = BFloat16(p[i]);
+        } else {
+            BFloat16* __restrict out = static_cast<BFloat16*>(s.copy);
+            for (int64_t i = c.begin; i < c.begin + c.count; ++i)
+                out[i] = math::bf16_stochastic(p[i], math::rounding_bits(l.seed, l.step, i));
+        }
     }
 }
 
@@ -103,16 +112,16 @@ void adam_update(const UpdateList& l, const AdamArgs& a) {
                                      A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
                                      A(a.decoupled ? 0 : a.weight_decay)};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            P* p = static_cast<P*>(t.param);
-            const G* g = static_cast<const G*>(t.grad);
-            A* m = static_cast<A*>(t.state1);
-            A* v = static_cast<A*>(t.state2);
+            P* __restrict p = static_cast<P*>(t.param);
+            const G* __restrict g = static_cast<const G*>(t.grad);
+            A* __restrict m = static_cast<A*>(t.state1);
+            A* __restrict v = static_cast<A*>(t.state2);
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 A x = cast<A>(p[i]);
                 math::adam_element(x, cast<A>(g[i]), m[i], v[i], s);
                 p[i] = cast<P>(x);
-                write_copy(l, t, i, x);
             }
+            write_copy<P>(l, t, c);
         });
     });
 }
@@ -125,15 +134,23 @@ void sgd_update(const UpdateList& l, const SgdArgs& a) {
         const math::SgdScalars<A> s{A(a.lr), A(a.momentum), A(a.dampening), A(a.weight_decay),
                                     a.nesterov, a.first};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            P* p = static_cast<P*>(t.param);
-            const G* g = static_cast<const G*>(t.grad);
-            A* buf = static_cast<A*>(t.state1);  // null without momentum
-            for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
-                A x = cast<A>(p[i]);
-                math::sgd_element(x, cast<A>(g[i]), buf ? buf + i : nullptr, s);
-                p[i] = cast<P>(x);
-                write_copy(l, t, i, x);
+            P* __restrict p = static_cast<P*>(t.param);
+            const G* __restrict g = static_cast<const G*>(t.grad);
+            A* __restrict buf = static_cast<A*>(t.state1);  // null without momentum
+            if (buf) {
+                for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
+                    A x = cast<A>(p[i]);
+                    math::sgd_element(x, cast<A>(g[i]), buf + i, s);
+                    p[i] = cast<P>(x);
+                }
+            } else {
+                for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
+                    A x = cast<A>(p[i]);
+                    math::sgd_element(x, cast<A>(g[i]), static_cast<A*>(nullptr), s);
+                    p[i] = cast<P>(x);
+                }
             }
+            write_copy<P>(l, t, c);
         });
     });
 }
@@ -184,8 +201,8 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
                 const A r = math::adam_direction(m[i], v[i], inv_bc1, inv_bc2_sqrt, eps) + wd * x;
                 x = x - lr_trust * r;
                 p[i] = cast<P>(x);
-                write_copy(l, t, i, x);
             }
+            write_copy<P>(l, t, c);
         });
     });
 }
@@ -212,14 +229,15 @@ void lars_update(const UpdateList& l, const LarsArgs& a) {
             const G* g = static_cast<const G*>(t.grad);
             A* buf = static_cast<A*>(t.state1);
             const A rate = local[size_t(c.tensor)];
+            const A keep = a.first ? A(0) : mu;  // the buffer starts at 0
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 A x = cast<A>(p[i]);
                 const A d = rate * (cast<A>(g[i]) + decay * x);
-                buf[i] = a.first ? d : mu * buf[i] + d;
+                buf[i] = keep * buf[i] + d;
                 x = x - buf[i];
                 p[i] = cast<P>(x);
-                write_copy(l, t, i, x);
             }
+            write_copy<P>(l, t, c);
         });
     });
 }
