@@ -172,8 +172,10 @@ void Loader::stop_workers() {
 
 Loader::~Loader() { stop_workers(); }
 
-void Loader::begin_epoch(int64_t epoch) {
+void Loader::begin_epoch(int64_t epoch, int64_t first_batch) {
     LoaderShared& sh = *shared_;
+    EMBER_CHECK(first_batch >= 0 && first_batch <= sh.num_batches, "Loader: first batch ",
+                first_batch, " is outside the epoch's ", sh.num_batches, " batches");
     auto order = std::make_shared<const std::vector<int64_t>>(
         epoch_order(sh.num_samples, sh.shuffle, sh.seed, epoch));
     {
@@ -183,7 +185,7 @@ void Loader::begin_epoch(int64_t epoch) {
             if (s.state == Slot::State::ready) s.state = Slot::State::free;
         sh.epoch = epoch;
         sh.order = std::move(order);
-        sh.next_claim = sh.next_consume = 0;
+        sh.next_claim = sh.next_consume = first_batch;
         sh.failed_batch = -1;
         sh.failure.clear();
         sh.begun = true;

@@ -89,8 +89,11 @@ class Loader {
     Loader& operator=(const Loader&) = delete;
 
     /// Starts epoch `epoch` (any epoch, in any order: resuming is begin_epoch(k)),
-    /// abandoning the rest of the current one.
-    void begin_epoch(int64_t epoch);
+    /// abandoning the rest of the current one. With `first_batch`, the epoch
+    /// starts at that batch: it and the ones after are exactly those a full
+    /// epoch would give (order and augmentation depend on the position in
+    /// the epoch only), which is how a run resumes mid-epoch.
+    void begin_epoch(int64_t epoch, int64_t first_batch = 0);
     /// The next batch of the epoch, in order, or nullopt after the last one.
     /// Starts epoch 0 if none was begun. A worker's error (a corrupt sample, say)
     /// is thrown here as an ember::Error naming the sample, once the batches

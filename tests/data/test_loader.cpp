@@ -215,6 +215,29 @@ TEST_CASE("Loader: begin_epoch mid-epoch restarts cleanly", "[data][loader]") {
     CHECK(run_epoch(loader, 0).targets == want0.targets);
 }
 
+TEST_CASE("Loader: an epoch begun at a later batch continues it exactly", "[data][loader]") {
+    // Shuffled and augmented, with a short last batch: resuming a run mid-epoch.
+    const auto ds = synthetic(95);
+    const Compose tf{RandomCrop(8, 8, 2), RandomHorizontalFlip()};
+    for (int workers : {0, 3}) {
+        Loader full(ds, {.batch_size = 10, .seed = 4, .workers = workers}, tf);
+        const Epoch want = run_epoch(full, 2);
+        Loader late(ds, {.batch_size = 10, .seed = 4, .workers = workers}, tf);
+        late.begin_epoch(2, 7);
+        for (size_t b = 7; b < want.inputs.size(); ++b) {
+            std::optional<Batch> got = late.next();
+            REQUIRE(got.has_value());
+            CHECK(got->index == int64_t(b));
+            CHECK(got->input.to_vector<float>() == want.inputs[b]);
+            CHECK(got->target.to_vector<int64_t>() == want.targets[b]);
+        }
+        CHECK_FALSE(late.next().has_value());
+        late.begin_epoch(2, late.size());  // at the end: nothing left
+        CHECK_FALSE(late.next().has_value());
+        REQUIRE_THROWS_WITH_MSG(late.begin_epoch(2, 11), "first batch 11 is outside");
+    }
+}
+
 TEST_CASE("Loader: held batches keep their slots; holding all of them is an error",
           "[data][loader]") {
     const auto ds = synthetic(100);
