@@ -9,6 +9,20 @@ namespace ember::autograd {
 
 namespace {
 
+thread_local bool t_recomputing = false;
+
+// Marks the recompute of a segment for its scope (is_recomputing()).
+class RecomputeScope {
+public:
+    RecomputeScope() : prev_(t_recomputing) { t_recomputing = true; }
+    ~RecomputeScope() { t_recomputing = prev_; }
+    RecomputeScope(const RecomputeScope&) = delete;
+    RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+private:
+    bool prev_;
+};
+
 // Puts the default generator at `state` for its scope, then back.
 class RngScope {
 public:
@@ -65,6 +79,7 @@ TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn,
         TensorList outs;
         {
             RngScope same_randomness(rng);
+            RecomputeScope recompute;
             EnableGradGuard grad;
             outs = fn(again);
         }
@@ -83,6 +98,8 @@ TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn,
     set_history(node, outputs);
     return outputs;
 }
+
+bool is_recomputing() { return t_recomputing; }
 
 Tensor checkpoint(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs) {
     // The node outlives this call: it keeps its own copy of fn.

@@ -20,4 +20,10 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
 Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                   const std::vector<Tensor>& inputs);
 
+/// True on this thread while a checkpointed segment is being recomputed for
+/// backward: ops with side effects beyond their outputs (batch norm's
+/// running statistics) skip them, so a checkpointed run updates them once,
+/// exactly as an ordinary one.
+bool is_recomputing();
+
 }  // namespace ember::autograd

@@ -1,6 +1,8 @@
 // Layer constructors (shapes, PyTorch's default initialization) and forwards.
 #include "nn/layers.h"
 
+#include "autograd/checkpoint.h"
+
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -130,8 +132,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     const bool use_batch_stats = is_training() || !options_.track_running_stats;
     Tensor y = batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
                           options_.momentum, options_.eps);
-    // Counted once the op has accepted the batch: a rejected one changes nothing.
-    if (is_training() && options_.track_running_stats) {
+    // Counted once the op has accepted the batch (a rejected one changes
+    // nothing), and not again when a checkpointed segment is recomputed.
+    if (is_training() && options_.track_running_stats && !autograd::is_recomputing()) {
         NoGradGuard no_grad;
         add_(num_batches_tracked, ones({}, {DType::i64, num_batches_tracked.device()}));
     }

@@ -3,6 +3,8 @@
 // growth/backoff rule.
 #include "optim/grad_scaler.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -79,6 +81,38 @@ void GradScaler::update() {
     }
     kernels::fill(scale_, s);
     kernels::fill(found_inf_, 0);
+}
+
+std::string GradScaler::state_json() const {
+    return nlohmann::json{{"scale", get_scale()},
+                          {"growth_tracker", growth_tracker_},
+                          {"skipped", skipped_},
+                          {"enabled", o_.enabled}}
+        .dump();
+}
+
+void GradScaler::load_state(const std::string& text) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        EMBER_FAIL("GradScaler state: the JSON does not parse: ", e.what());
+    }
+    EMBER_CHECK(j.is_object() && j.contains("scale") && j["scale"].is_number() &&
+                    j.contains("growth_tracker") && j["growth_tracker"].is_number_integer() &&
+                    j.contains("skipped") && j["skipped"].is_number_integer(),
+                "GradScaler state: expected scale, growth_tracker and skipped");
+    const double scale = j["scale"].get<double>();
+    const int64_t tracker = j["growth_tracker"].get<int64_t>(), skipped = j["skipped"].get<int64_t>();
+    EMBER_CHECK(scale > 0 && std::isfinite(scale) && tracker >= 0 &&
+                    tracker < o_.growth_interval && skipped >= 0,
+                "GradScaler state: scale ", scale, ", growth_tracker ", tracker, " or skipped ",
+                skipped, " out of range");
+    host_scale_ = scale;
+    if (scale_.defined()) kernels::fill(scale_, scale);
+    growth_tracker_ = tracker;
+    skipped_ = skipped;
+    unscaled_ = false;
 }
 
 }  // namespace ember::amp

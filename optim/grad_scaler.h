@@ -56,6 +56,12 @@ public:
     /// Clean steps since the last change of scale.
     int64_t growth_tracker() const { return growth_tracker_; }
 
+    /// The scale, the growth tracker and the skip count as JSON, for a
+    /// checkpoint; load_state checks them (a positive finite scale, counts
+    /// >= 0) and changes nothing on an error.
+    std::string state_json() const;
+    void load_state(const std::string& json);
+
 private:
     void ensure_on(Device d);
 

@@ -1,6 +1,7 @@
 // Differentiable batch norm, layer norm and dropout over the fused kernels
 // in kernels/norm.h and kernels/dropout.h.
 #include "autograd/autocast.h"
+#include "autograd/checkpoint.h"
 #include "autograd/graph.h"
 #include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
@@ -62,8 +63,12 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
         }
         return out;
     }
+    // A checkpointed segment's recompute must not update the running
+    // statistics a second time (autograd::is_recomputing()).
+    const bool update = !autograd::is_recomputing();
     k::BatchNormForward f =
-        k::batch_norm_forward(x, weight, bias, running_mean, running_var, momentum, eps);
+        k::batch_norm_forward(x, weight, bias, update ? running_mean : Tensor(),
+                              update ? running_var : Tensor(), momentum, eps);
     if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                           node->needs_input_grad(2)};

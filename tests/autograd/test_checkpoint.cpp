@@ -110,3 +110,23 @@ TEST_CASE("checkpoint: a segment that returns its input leaves the input a leaf"
     sum(y * 2.0).backward();
     REQUIRE(values(x.grad()) == std::vector<double>{2, 2, 2});
 }
+
+TEST_CASE("checkpoint: batch norm's running statistics are updated once, as without it",
+          "[autograd][checkpoint]") {
+    auto run = [](bool ckpt) {
+        manual_seed(5);
+        nn::BasicBlock block(3, 4, 1);
+        const Tensor x = random_tensor({6, 3, 5, 5}, DType::f32, 11).set_requires_grad(true);
+        auto fwd = [&block](const std::vector<Tensor>& xs) { return block.forward(xs[0]); };
+        const Tensor y = ckpt ? autograd::checkpoint(fwd, {x}) : fwd({x});
+        sum(mul(y, y)).backward();
+        std::vector<std::vector<double>> out;
+        for (const auto& [name, t] : block.named_buffers()) out.push_back(values(t));
+        for (const Tensor& p : block.parameters()) out.push_back(values(p.grad()));
+        return out;
+    };
+    const auto plain = run(false), ckpt = run(true);
+    REQUIRE(plain.size() == ckpt.size());
+    for (size_t i = 0; i < plain.size(); ++i) CHECK(plain[i] == ckpt[i]);
+    CHECK_FALSE(autograd::is_recomputing());
+}

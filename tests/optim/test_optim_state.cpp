@@ -255,3 +255,23 @@ TEST_CASE("optim: k micro-batches accumulate the gradients of one batch", "[opti
     const auto params = model->parameters();
     for (size_t i = 0; i < params.size(); ++i) check_close(params[i].grad(), whole[i], 1e-4, 1e-6);
 }
+
+TEST_CASE("amp: the scaler's state round-trips and is checked", "[amp]") {
+    amp::GradScaler a({.init_scale = 256.0, .growth_interval = 5});
+    Tensor w = ones({3}).set_requires_grad(true);
+    optim::SGD opt({w}, {.lr = 0.1});
+    for (int s = 0; s < 3; ++s) {
+        a.scale(sum(w)).backward();
+        a.step(opt);
+        a.update();
+        opt.zero_grad();
+    }
+    amp::GradScaler b({.init_scale = 1.0, .growth_interval = 5});
+    b.load_state(a.state_json());
+    CHECK(b.get_scale() == 256.0);
+    CHECK(b.growth_tracker() == 3);
+    REQUIRE_THROWS_WITH_MSG(b.load_state("{\"scale\": -1, \"growth_tracker\": 0, \"skipped\": 0}"),
+                            "out of range");
+    REQUIRE_THROWS_WITH_MSG(b.load_state("[1]"), "expected scale");
+    CHECK(b.get_scale() == 256.0);  // unchanged
+}
