@@ -8,6 +8,7 @@
 #include "bench/bench.h"
 #include "core/error.h"
 #include "tools/commands.h"
+#include "tools/train/commands.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"ember: a deep learning training engine in C++20 and CUDA"};
@@ -17,15 +18,28 @@ int main(int argc, char** argv) {
     CLI::App* bench = app.add_subcommand("bench", "Run kernel micro-benchmarks");
     ember::bench::Options bopts;
     ember::bench::add_options(*bench, bopts);
+    ember::train::TrainConfig tconf;
+    CLI::App* train = ember::train::add_train_command(app, tconf);
+    ember::train::EvalConfig econf;
+    ember::train::add_eval_command(app, econf);
     try {
-        app.parse(argc, argv);
+        // `ember train --config FILE` (or --resume's config.toml) read in, flags after it.
+        std::vector<std::string> args = ember::train::expand_config(argc, argv);
+        std::vector<char*> argp;
+        for (std::string& a : args) argp.push_back(a.data());
+        app.parse(int(argp.size()), argp.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    } catch (const ember::Error& e) {
+        std::fprintf(stderr, "ember: error: %s\n", e.what());
+        return 1;
     }
     try {
         if (app.got_subcommand("info")) return ember::cli::run_info();
         if (app.got_subcommand("demo")) return ember::cli::run_demo();
         if (app.got_subcommand("bench")) return ember::bench::run(bopts);
+        if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
+        if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
     } catch (const ember::Error& e) {
         std::fprintf(stderr, "ember: error: %s\n", e.what());
         return 1;

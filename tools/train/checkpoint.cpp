@@ -1,0 +1,133 @@
+// Checkpoints: the tensors of the model ("model.<name>") and the optimizer
+// ("optim.<name>") and, under the metadata key "ember.checkpoint", a JSON with
+// the position, the generator, and the optimizer's, schedule's and scaler's
+// own state JSON. Format and fields: docs/train.md, "Checkpoints".
+#include "tools/train/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "nn/safetensors.h"
+
+namespace ember::train {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kKey = "ember.checkpoint";
+constexpr int kVersion = 1;
+
+// Splits the file's tensors by prefix ("model." / "optim.").
+std::vector<std::pair<std::string, Tensor>> with_prefix(const nn::TensorFile& f,
+                                                        const std::string& prefix) {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& [name, t] : f.tensors)
+        if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+    return out;
+}
+
+int64_t integer(const json& j, const char* key, int64_t lo) {
+    EMBER_CHECK(j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() >= lo,
+                "'", key, "' is missing or not an integer >= ", lo);
+    return j[key].get<int64_t>();
+}
+
+std::string text(const json& j, const char* key) {
+    EMBER_CHECK(j.contains(key) && j[key].is_string(), "'", key, "' is missing or not a string");
+    return j[key].get<std::string>();
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& run_dir) {
+    return (fs::path(run_dir) / "checkpoint" / "state.safetensors").string();
+}
+
+void save_checkpoint(const std::string& run_dir, const Run& run, const Position& pos) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, t] : run.model->state_dict()) tensors.emplace_back("model." + name, t);
+    for (const auto& [name, t] : run.optimizer->state_tensors())
+        tensors.emplace_back("optim." + name, t);
+    const GeneratorState rng = default_generator().state();
+    json meta = {{"version", kVersion},
+                 {"model", run.config.model},
+                 {"step", pos.step},
+                 {"epoch", pos.epoch},
+                 {"batch", pos.batch},
+                 {"best_accuracy", pos.best_accuracy},
+                 {"rng_seed", rng.seed},
+                 {"rng_offset", rng.offset},
+                 {"optimizer", run.optimizer->state_json()},
+                 {"schedule", run.schedule->state_json()}};
+    if (run.scaler) meta["scaler"] = run.scaler->state_json();
+    std::error_code ec;
+    fs::create_directories(fs::path(checkpoint_path(run_dir)).parent_path(), ec);
+    EMBER_CHECK(!ec, "cannot create ", fs::path(checkpoint_path(run_dir)).parent_path().string(),
+                ": ", ec.message());
+    nn::save_safetensors(checkpoint_path(run_dir), tensors, {{kKey, meta.dump()}});
+}
+
+Position load_checkpoint(const std::string& run_dir, Run& run) {
+    const std::string path = checkpoint_path(run_dir);
+    EMBER_CHECK(fs::exists(path), "resume: ", run_dir, " has no checkpoint (", path,
+                " is missing): nothing to resume");
+    const nn::TensorFile file = nn::load_safetensors(path);
+    try {
+        const auto it = file.metadata.find(kKey);
+        EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
+        json meta;
+        try {
+            meta = json::parse(it->second);
+        } catch (const json::exception& e) {
+            EMBER_FAIL("the checkpoint's JSON does not parse: ", e.what());
+        }
+        EMBER_CHECK(meta.is_object() && integer(meta, "version", 1) == kVersion,
+                    "unsupported checkpoint version");
+        EMBER_CHECK(text(meta, "model") == run.config.model, "the checkpoint is of model ",
+                    text(meta, "model"), ", the run's is ", run.config.model);
+        Position pos;
+        pos.step = integer(meta, "step", 0);
+        pos.epoch = integer(meta, "epoch", 0);
+        pos.batch = integer(meta, "batch", 0);
+        EMBER_CHECK(meta.contains("best_accuracy") && meta["best_accuracy"].is_number(),
+                    "'best_accuracy' is missing");
+        pos.best_accuracy = meta["best_accuracy"].get<double>();
+        EMBER_CHECK(pos.batch <= run.batches_per_epoch, "batch ", pos.batch,
+                    " is past the epoch's ", run.batches_per_epoch, " batches (another --batch-size?)");
+        EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
+                        meta.contains("rng_offset") && meta["rng_offset"].is_number_unsigned(),
+                    "the generator state is missing");
+        EMBER_CHECK(bool(run.scaler) == meta.contains("scaler"),
+                    "the checkpoint was written ", meta.contains("scaler") ? "with" : "without",
+                    " loss scaling; the run's --amp is ", run.config.amp);
+        // Each load below checks its own part before changing it; if one
+        // fails the resume stops and the half-restored run is thrown away
+        // (nothing on disk changes).
+        run.optimizer->load_state(with_prefix(file, "optim."), text(meta, "optimizer"));
+        run.schedule->load_state(text(meta, "schedule"));
+        if (run.scaler) run.scaler->load_state(text(meta, "scaler"));
+        run.model->load_state_dict(with_prefix(file, "model."));
+        default_generator().set_state(
+            {meta["rng_seed"].get<uint64_t>(), meta["rng_offset"].get<uint64_t>()});
+        return pos;
+    } catch (const Error& e) {
+        EMBER_FAIL("resume from ", path, ": ", e.what());
+    }
+}
+
+void load_weights(nn::Module& model, const std::string& path) {
+    const nn::TensorFile file = nn::load_safetensors(path);
+    try {
+        if (file.metadata.count(kKey))
+            model.load_state_dict(with_prefix(file, "model."));
+        else
+            model.load_state_dict(file.tensors);
+    } catch (const Error& e) {
+        EMBER_FAIL("loading weights from ", path, ": ", e.what());
+    }
+}
+
+}  // namespace ember::train

@@ -1,0 +1,210 @@
+// `ember train`'s flags: names, help, defaults and checks (CLI11), and the
+// values that depend on others (the optimizer's LR and weight decay, the
+// device `auto` stands for).
+#include "tools/train/config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <optional>
+
+#include "core/error.h"
+
+namespace ember::train {
+
+namespace {
+
+const std::vector<std::string> kModels = {"mlp", "resnet8"};
+const std::vector<std::string> kOptimizers = {"adamw", "adam", "sgd", "lamb", "lars"};
+const std::vector<std::string> kSchedules = {"onecycle", "cyclic", "cosine", "step", "constant"};
+const std::vector<std::string> kAmp = {"off", "bf16", "f16"};
+
+bool one_of(const std::string& v, const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), v) != names.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& app, TrainConfig& c) {
+    // A flag given twice keeps its last value: the config file's come first
+    // (expand_config), the command line's after, and win.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.add_option("--config", c.config_file,
+                   "Read options from a TOML file of key = value lines (flags given here override "
+                   "them); with --resume, the run's config.toml")
+        ->configurable(false);
+    app.add_option("--model", c.model, "Reference model: " + joined(kModels))
+        ->check(CLI::IsMember(kModels))
+        ->capture_default_str();
+    app.add_option("--data", c.data, "Dataset: fashion-mnist")
+        ->check(CLI::IsMember({"fashion-mnist"}))
+        ->capture_default_str();
+    app.add_option("--data-dir", c.data_dir,
+                   "Folder with the dataset's files (default: $EMBER_DATA/fashion-mnist, else the "
+                   "Debian package's directory)");
+    app.add_option("--epochs", c.epochs, "Total epochs (with --resume: the total, not more)")
+        ->check(CLI::Range(int64_t(1), int64_t(100000)))
+        ->capture_default_str();
+    app.add_option("--batch-size", c.batch_size, "Samples per micro-batch")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->capture_default_str();
+    app.add_option("--lr", c.lr,
+                   "Peak learning rate (default: the optimizer's; see docs/train.md)");
+    app.add_option("--optimizer", c.optimizer, "Optimizer: " + joined(kOptimizers))
+        ->check(CLI::IsMember(kOptimizers))
+        ->capture_default_str();
+    app.add_option("--weight-decay", c.weight_decay,
+                   "Weight decay of matrices and kernels; biases and norms get none "
+                   "(default: the optimizer's)");
+    app.add_option("--momentum", c.momentum, "Momentum of sgd and lars")
+        ->check(CLI::Range(0.0, 0.999))
+        ->capture_default_str();
+    app.add_option("--schedule", c.schedule, "LR schedule: " + joined(kSchedules))
+        ->check(CLI::IsMember(kSchedules))
+        ->capture_default_str();
+    app.add_option("--warmup", c.warmup, "Linear warm-up steps before the schedule")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto (CUDA when a GPU is present)")
+        ->capture_default_str();
+    app.add_option("--amp", c.amp, "Mixed precision: off, bf16 (autocast), f16 (autocast + loss scaling)")
+        ->check(CLI::IsMember(kAmp))
+        ->capture_default_str();
+    app.add_option("--workers", c.workers, "Loader threads (0: load on the training thread)")
+        ->check(CLI::Range(0, 256))
+        ->capture_default_str();
+    app.add_option("--accumulate", c.accumulate, "Micro-batches per optimizer step")
+        ->check(CLI::Range(int64_t(1), int64_t(4096)))
+        ->capture_default_str();
+    app.add_option("--clip-grad", c.clip_grad, "Clip the global gradient norm to this (0: off)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_flag("--checkpoint-activations", c.checkpoint_activations,
+                 "Recompute each block's activations in backward instead of keeping them");
+    app.add_option("--seed", c.seed, "Seed of the weights, the shuffle and the augmentation")
+        ->capture_default_str();
+    app.add_flag("--deterministic", c.deterministic,
+                 "Forbid non-deterministic algorithms (the CPU is deterministic anyway)");
+    app.add_flag("--sync-debug", c.sync_debug,
+                 "Synchronize after every CUDA op and name the one that fails");
+    app.add_flag("--anomaly", c.anomaly, "Stop at the first op that produces NaN or Inf");
+    app.add_option("--out", c.out, "Run directory (default: runs/<model>-<timestamp>)");
+    app.add_option("--resume", c.resume, "Continue the run in this directory in place")
+        ->configurable(false);
+    app.add_option("--save-every", c.save_every, "Steps between checkpoints (0: each epoch)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--eval-every", c.eval_every, "Epochs between evaluations on the test set")
+        ->check(CLI::Range(int64_t(1), int64_t(100000)))
+        ->capture_default_str();
+    app.add_option("--log-every", c.log_every, "Steps between progress lines and metrics")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+        ->capture_default_str();
+    app.add_option("--limit", c.limit, "Train on the first N samples only (0: all)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
+    app.add_option("--stop-after", c.stop_after,
+                   "Stop as if interrupted after this many steps: checkpoint, then exit 130 "
+                   "(for scripts and tests; 0: never)")
+        ->check(CLI::NonNegativeNumber)
+        ->configurable(false);
+    app.add_flag("--dump-config", c.dump_config, "Print the effective configuration and exit")
+        ->configurable(false);
+}
+
+void validate(const TrainConfig& c) {
+    EMBER_CHECK(one_of(c.model, kModels), "--model: '", c.model, "' is not one of ", joined(kModels));
+    EMBER_CHECK(one_of(c.optimizer, kOptimizers), "--optimizer: '", c.optimizer,
+                "' is not one of ", joined(kOptimizers));
+    EMBER_CHECK(one_of(c.schedule, kSchedules), "--schedule: '", c.schedule, "' is not one of ",
+                joined(kSchedules));
+    EMBER_CHECK(one_of(c.amp, kAmp), "--amp: '", c.amp, "' is not one of ", joined(kAmp));
+    EMBER_CHECK(!c.lr || (*c.lr > 0 && std::isfinite(*c.lr)), "--lr must be positive, got ",
+                c.lr.value_or(0));
+    EMBER_CHECK(!c.weight_decay || (*c.weight_decay >= 0 && std::isfinite(*c.weight_decay)),
+                "--weight-decay must be >= 0, got ", c.weight_decay.value_or(0));
+    (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
+}
+
+double effective_lr(const TrainConfig& c) {
+    if (c.lr) return *c.lr;
+    if (c.optimizer == "sgd") return 0.1;
+    if (c.optimizer == "lars") return 1.0;
+    if (c.optimizer == "lamb") return 2e-3;
+    return 1e-3;
+}
+
+double effective_weight_decay(const TrainConfig& c) {
+    if (c.weight_decay) return *c.weight_decay;
+    if (c.optimizer == "adamw") return 0.05;
+    if (c.optimizer == "lamb") return 0.01;
+    if (c.optimizer == "adam") return 0.0;
+    return 5e-4;
+}
+
+std::vector<std::string> expand_config(int argc, char** argv) {
+    std::vector<std::string> args(argv, argv + argc);
+    const auto train = std::find(args.begin(), args.end(), std::string("train"));
+    if (train == args.end()) return args;
+    std::string file, resume;
+    for (auto it = train + 1; it != args.end(); ++it) {
+        auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
+            if (*it == flag && it + 1 != args.end()) return *(it + 1);
+            if (it->rfind(flag + "=", 0) == 0) return it->substr(flag.size() + 1);
+            return std::nullopt;
+        };
+        if (auto v = value_of("--config")) file = *v;
+        if (auto v = value_of("--resume")) resume = *v;
+    }
+    if (file.empty() && !resume.empty()) file = resume + "/config.toml";
+    if (file.empty()) return args;
+    std::ifstream in(file);
+    EMBER_CHECK(in.good(), "--config ", file, ": cannot read it");
+    std::vector<std::string> from_file;
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        auto trim = [](std::string s) {
+            const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+            return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+        };
+        line = trim(line);
+        if (line.empty() || line[0] == '#' || line[0] == '[') continue;
+        const size_t eq = line.find('=');
+        EMBER_CHECK(eq != std::string::npos, "--config ", file, ":", n,
+                    ": expected key = value, got '", line, "'");
+        const std::string key = trim(line.substr(0, eq));
+        std::string value = trim(line.substr(eq + 1));
+        if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+            value = value.substr(1, value.size() - 2);
+        EMBER_CHECK(!key.empty() && key.find_first_of(" \t\"") == std::string::npos, "--config ",
+                    file, ":", n, ": bad key '", key, "'");
+        if (value.empty() || value == "false") continue;
+        from_file.push_back("--" + key);
+        if (value != "true") from_file.push_back(value);
+    }
+    args.insert(train + 1, from_file.begin(), from_file.end());
+    return args;
+}
+
+Device resolve_device(const TrainConfig& c) {
+    if (c.device == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+    const Device d = Device::parse(c.device);
+    EMBER_CHECK(d.is_cpu() || cuda_built(), "--device ", c.device,
+                ": ember was built without CUDA");
+    EMBER_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", c.device,
+                ": no such GPU (", cuda_device_count(), " found)");
+    return d;
+}
+
+}  // namespace ember::train

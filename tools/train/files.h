@@ -1,0 +1,12 @@
+// Small files a run writes whole: atomically (a temporary beside the target,
+// flushed, then renamed over it), so a reader sees the old or the new one.
+#pragma once
+
+#include <string>
+
+namespace ember::train {
+
+/// Writes `content` to `path` atomically; an Error names the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace ember::train

@@ -1,0 +1,164 @@
+// metrics.jsonl and the progress display.
+#include "tools/train/metrics.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember::train {
+
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string clock_str(double seconds) {
+    const int64_t s = seconds < 0 ? 0 : int64_t(seconds + 0.5);
+    char buf[32];
+    if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600),
+                      (long long)(s / 60 % 60), (long long)(s % 60));
+    else
+        std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+    return buf;
+}
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& run_dir, int64_t keep_until)
+    : path_((fs::path(run_dir) / "metrics.jsonl").string()) {
+    // Keep the lines of steps up to keep_until; rewrite atomically if any goes.
+    std::vector<std::string> kept;
+    bool dropped = false;
+    if (std::ifstream in(path_); in) {
+        std::string line;
+        while (std::getline(in, line)) {
+            json j = json::parse(line, nullptr, false);
+            if (!j.is_discarded() && j.is_object() && j.contains("step") &&
+                j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_until)
+                kept.push_back(line);
+            else
+                dropped = true;
+        }
+    }
+    if (dropped) {
+        const std::string tmp = path_ + ".tmp";
+        {
+            std::ofstream o(tmp, std::ios::trunc);
+            for (const std::string& l : kept) o << l << "\n";
+            EMBER_CHECK(o.good(), "cannot write ", tmp);
+        }
+        fs::rename(tmp, path_);
+    }
+    f_ = std::fopen(path_.c_str(), "a");
+    EMBER_CHECK(f_ != nullptr, "cannot open ", path_, " for writing");
+}
+
+MetricsLog::~MetricsLog() {
+    if (f_) std::fclose(f_);
+}
+
+void MetricsLog::write(const std::string& line) {
+    std::fputs(line.c_str(), f_);
+    std::fputc('\n', f_);
+    std::fflush(f_);
+}
+
+void MetricsLog::step(const StepRecord& r) {
+    write(json{{"kind", "step"},
+               {"step", r.step},
+               {"epoch", r.epoch},
+               {"loss", r.loss},
+               {"lr", r.lr},
+               {"samples_per_s", r.samples_per_s},
+               {"data_wait", r.data_wait},
+               {"host_syncs", r.host_syncs},
+               {"time_s", r.time_s}}
+              .dump());
+}
+
+void MetricsLog::epoch(const EpochRecord& r) {
+    json j = {{"kind", "epoch"},
+              {"epoch", r.epoch},
+              {"step", r.step},
+              {"train_loss", r.train_loss},
+              {"epoch_time_s", r.epoch_time_s},
+              {"samples_per_s", r.samples_per_s},
+              {"data_wait", r.data_wait}};
+    if (r.test_acc >= 0) {
+        j["test_loss"] = r.test_loss;
+        j["test_acc"] = r.test_acc;
+    }
+    write(j.dump());
+}
+
+Progress::Progress(const TrainConfig& c, int64_t, int64_t steps_per_epoch)
+    : c_(c), steps_per_epoch_(steps_per_epoch), tty_(isatty(STDOUT_FILENO) == 1) {}
+
+void Progress::begin_epoch(int64_t epoch, int64_t first_step_in_epoch) {
+    epoch_ = epoch;
+    epoch_first_step_ = first_step_in_epoch;
+    base_step_ = epoch * steps_per_epoch_ + first_step_in_epoch;
+    start_ = std::chrono::steady_clock::now();
+}
+
+void Progress::draw(int64_t step) {
+    const int64_t in_epoch = step - epoch_ * steps_per_epoch_;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const int64_t done = step - base_step_;
+    const double eta = done > 0 ? elapsed / double(done) * double(steps_per_epoch_ - in_epoch) : 0;
+    constexpr int kWidth = 24;
+    const int filled = int(kWidth * in_epoch / std::max<int64_t>(1, steps_per_epoch_));
+    std::string bar(size_t(filled), '=');
+    if (filled < kWidth) bar += '>';
+    bar.resize(kWidth, ' ');
+    std::printf("\repoch %lld/%lld [%s] %lld/%lld", (long long)epoch_ + 1, (long long)c_.epochs,
+                bar.c_str(), (long long)in_epoch, (long long)steps_per_epoch_);
+    if (have_last_)
+        std::printf("  %.0f samples/s  loss %.4f  lr %.2e", last_.samples_per_s, last_.loss, last_.lr);
+    std::printf("  ETA %s   ", clock_str(eta).c_str());
+    std::fflush(stdout);
+    on_line_ = true;
+}
+
+void Progress::tick(int64_t step) {
+    if (tty_) draw(step);
+}
+
+void Progress::log(const StepRecord& r) {
+    last_ = r;
+    have_last_ = true;
+    if (tty_) return;  // the bar shows it
+    const int64_t in_epoch = r.step - epoch_ * steps_per_epoch_;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const int64_t done = r.step - base_step_;
+    const double eta = done > 0 ? elapsed / double(done) * double(steps_per_epoch_ - in_epoch) : 0;
+    std::printf("epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s  data wait "
+                "%.1f%%  ETA %s\n",
+                (long long)epoch_ + 1, (long long)c_.epochs, (long long)in_epoch,
+                (long long)steps_per_epoch_, r.loss, r.lr, r.samples_per_s, 100 * r.data_wait,
+                clock_str(eta).c_str());
+    std::fflush(stdout);
+}
+
+void Progress::end_line() {
+    if (on_line_) std::printf("\n");
+    on_line_ = false;
+}
+
+void Progress::end_epoch(const EpochRecord& r) {
+    end_line();
+    std::printf("epoch %lld/%lld: train loss %.4f", (long long)r.epoch + 1, (long long)c_.epochs,
+                r.train_loss);
+    if (r.test_acc >= 0)
+        std::printf(", test loss %.4f, test accuracy %.2f%%", r.test_loss, 100 * r.test_acc);
+    std::printf(", %.1f s, %.0f samples/s, data wait %.1f%%\n", r.epoch_time_s, r.samples_per_s,
+                100 * r.data_wait);
+    std::fflush(stdout);
+}
+
+}  // namespace ember::train

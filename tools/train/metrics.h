@@ -1,0 +1,70 @@
+// What a run reports while it trains: metrics.jsonl (one JSON object per log
+// step and per epoch; schema in docs/train.md) and the progress shown on
+// stdout — a bar redrawn in place on a terminal, plain lines otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "tools/train/config.h"
+
+namespace ember::train {
+
+struct StepRecord {
+    int64_t step = 0, epoch = 0;
+    double loss = 0, lr = 0, samples_per_s = 0, data_wait = 0;
+    int64_t host_syncs = 0;  ///< reads of device values since the last record
+    double time_s = 0;
+};
+
+struct EpochRecord {
+    int64_t epoch = 0, step = 0;
+    double train_loss = 0, test_loss = -1, test_acc = -1;  ///< -1: not evaluated
+    double epoch_time_s = 0, samples_per_s = 0, data_wait = 0;
+};
+
+/// RUN_DIR/metrics.jsonl, appended a line at a time (flushed). Opened for a
+/// run that has made `keep_until` steps, it first drops the lines of later
+/// steps (what a run wrote after its last checkpoint before it stopped).
+class MetricsLog {
+public:
+    MetricsLog(const std::string& run_dir, int64_t keep_until);
+    ~MetricsLog();
+    MetricsLog(const MetricsLog&) = delete;
+    MetricsLog& operator=(const MetricsLog&) = delete;
+    void step(const StepRecord& r);
+    void epoch(const EpochRecord& r);
+
+private:
+    void write(const std::string& line);
+    std::string path_;
+    std::FILE* f_ = nullptr;
+};
+
+/// The progress display: on a terminal a bar per epoch (step/total,
+/// samples/s, loss, LR, ETA) redrawn in place at every step; otherwise one
+/// line per log record. One line per epoch either way.
+class Progress {
+public:
+    Progress(const TrainConfig& c, int64_t batches_per_epoch, int64_t steps_per_epoch);
+    void begin_epoch(int64_t epoch, int64_t first_step_in_epoch);
+    void tick(int64_t step);
+    void log(const StepRecord& r);
+    void end_epoch(const EpochRecord& r);
+    /// Ends a bar left on the current line.
+    void end_line();
+
+private:
+    void draw(int64_t step);
+    const TrainConfig& c_;
+    int64_t steps_per_epoch_;
+    bool tty_;
+    int64_t epoch_ = 0, epoch_first_step_ = 0, base_step_ = 0;
+    StepRecord last_;
+    bool have_last_ = false, on_line_ = false;
+    std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace ember::train

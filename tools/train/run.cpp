@@ -1,0 +1,130 @@
+// Building a run from its configuration, and evaluation on the test split.
+#include "tools/train/run.h"
+
+#include <algorithm>
+
+#include "tools/train/subset.h"
+
+namespace ember::train {
+
+namespace {
+// Fashion-MNIST's training-set mean and standard deviation.
+const data::ChannelStats kFashionStats{{0.2860}, {0.3530}};
+}  // namespace
+
+Data load_data(const TrainConfig& c) {
+    Data d;
+    auto train = std::make_shared<data::FashionMNIST>(data::Split::train, c.data_dir);
+    d.test = std::make_shared<data::FashionMNIST>(data::Split::test, c.data_dir);
+    d.train = c.limit > 0 && c.limit < train->size()
+                  ? std::shared_ptr<const data::Dataset>(std::make_shared<Subset>(train, c.limit))
+                  : std::shared_ptr<const data::Dataset>(train);
+    return d;
+}
+
+data::Compose train_transforms(const TrainConfig& c) {
+    if (c.model == "resnet8")
+        return data::Compose{data::RandomCrop(28, 2), data::RandomHorizontalFlip(),
+                             data::Normalize(kFashionStats)};
+    return data::Compose{data::RandomHorizontalFlip(), data::Normalize(kFashionStats)};
+}
+
+data::Compose test_transforms() { return data::Compose{data::Normalize(kFashionStats)}; }
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c,
+                                                 std::vector<optim::GroupSpec> groups) {
+    const double lr = effective_lr(c), wd = effective_weight_decay(c);
+    for (optim::GroupSpec& g : groups)
+        if (g.weight_decay && *g.weight_decay > 0) g.weight_decay = wd;
+    if (c.optimizer == "adamw")
+        return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions{.lr = lr, .weight_decay = wd});
+    if (c.optimizer == "adam")
+        return std::make_unique<optim::Adam>(std::move(groups), optim::AdamOptions{.lr = lr, .weight_decay = wd});
+    if (c.optimizer == "sgd")
+        return std::make_unique<optim::SGD>(
+            std::move(groups), optim::SGDOptions{.lr = lr, .momentum = c.momentum, .weight_decay = wd,
+                                                 .nesterov = c.momentum > 0});
+    if (c.optimizer == "lamb")
+        return std::make_unique<optim::LAMB>(std::move(groups), optim::LAMBOptions{.lr = lr, .weight_decay = wd});
+    auto lars = std::make_unique<optim::LARS>(
+        std::move(groups), optim::LARSOptions{.lr = lr, .momentum = c.momentum, .weight_decay = wd});
+    // decay_groups puts biases and norms last: LARS leaves them alone (You et al.).
+    if (lars->groups().size() > 1) lars->exclude(lars->groups().size() - 1);
+    return lars;
+}
+
+std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c, optim::Optimizer& opt,
+                                               int64_t total_steps) {
+    const double lr = effective_lr(c);
+    const int64_t main_steps = std::max<int64_t>(2, total_steps - c.warmup);
+    std::unique_ptr<optim::Schedule> s;
+    if (c.schedule == "onecycle")
+        s = std::make_unique<optim::OneCycle>(
+            opt, optim::OneCycleOptions{.max_lr = lr, .total_steps = main_steps,
+                                        .cycle_momentum = c.optimizer != "lamb"});
+    else if (c.schedule == "cyclic")
+        s = std::make_unique<optim::Cyclic>(
+            opt, optim::CyclicOptions{.base_lr = lr / 10, .max_lr = lr,
+                                      .step_size_up = std::max<int64_t>(1, main_steps / 4),
+                                      .cycle_momentum = false});
+    else if (c.schedule == "cosine")
+        s = std::make_unique<optim::CosineWarmRestarts>(
+            opt, optim::CosineWarmRestartsOptions{.t_0 = main_steps, .eta_min = lr / 100});
+    else if (c.schedule == "step")
+        s = std::make_unique<optim::StepLR>(
+            opt, optim::StepLROptions{.step_size = std::max<int64_t>(1, main_steps / 3)});
+    else
+        s = std::make_unique<optim::Constant>(opt);
+    if (c.warmup > 0)
+        s = std::make_unique<optim::Warmup>(std::move(s), optim::WarmupOptions{.steps = c.warmup});
+    return s;
+}
+
+Run build_run(const TrainConfig& c) {
+    Run r;
+    r.config = c;
+    r.device = resolve_device(c);
+    r.data = load_data(c);
+    manual_seed(c.seed);
+    r.model = nn::make_model(c.model);
+    r.model->to(r.device);
+    r.loader = std::make_unique<data::Loader>(
+        r.data.train,
+        data::LoaderOptions{.batch_size = c.batch_size, .seed = c.seed, .workers = c.workers,
+                            .device = r.device},
+        train_transforms(c));
+    r.batches_per_epoch = r.loader->size();
+    EMBER_CHECK(r.batches_per_epoch > 0, "train: the training set of ", r.data.train->size(),
+                " samples gives no batch");
+    r.steps_per_epoch = (r.batches_per_epoch + c.accumulate - 1) / c.accumulate;
+    r.total_steps = r.steps_per_epoch * c.epochs;
+    std::vector<optim::GroupSpec> groups =
+        optim::decay_groups(*r.model, effective_weight_decay(c));
+    r.optimizer = make_optimizer(c, std::move(groups));
+    r.schedule = make_schedule(c, *r.optimizer, r.total_steps);
+    if (c.amp == "f16") r.scaler = std::make_unique<amp::GradScaler>();
+    return r;
+}
+
+Evaluation evaluate(nn::Module& model, const data::Dataset& test, Device device,
+                    const std::string& amp, int workers) {
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    auto dataset = std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {});
+    data::Loader loader(dataset,
+                        {.batch_size = 1000, .shuffle = false, .workers = workers, .device = device},
+                        test_transforms());
+    Tensor loss_sum = zeros({}, {DType::f64, device}), correct = zeros({}, {DType::f64, device});
+    for (data::Batch& b : loader.epoch(0)) {
+        amp::autocast ac(amp == "f16" ? DType::f16 : DType::bf16, amp != "off");
+        const Tensor logits = model(b.input);
+        loss_sum = add(loss_sum, cross_entropy(logits, b.target, {.reduction = Reduction::sum}).to(DType::f64));
+        correct = add(correct, sum(eq(argmax(logits, 1), b.target).to(DType::f64)));
+    }
+    model.train(was_training);
+    const double n = double(test.size());
+    return {loss_sum.item() / n, correct.item() / n, test.size()};
+}
+
+}  // namespace ember::train

@@ -1,0 +1,26 @@
+// The first N samples of a dataset (`ember train --limit N`).
+#pragma once
+
+#include <memory>
+
+#include "data/dataset.h"
+
+namespace ember::train {
+
+/// Samples 0..n-1 of `base`, unchanged.
+class Subset : public data::Dataset {
+  public:
+    Subset(std::shared_ptr<const data::Dataset> base, int64_t n);
+    int64_t size() const override { return n_; }
+    Shape sample_shape() const override { return base_->sample_shape(); }
+    int64_t read(int64_t i, float* out) const override;
+    void read_batch(const int64_t* indices, int64_t count, float* inputs,
+                    int64_t* labels) const override;
+    int64_t bytes_per_sample() const override { return base_->bytes_per_sample(); }
+
+  private:
+    std::shared_ptr<const data::Dataset> base_;
+    int64_t n_;
+};
+
+}  // namespace ember::train

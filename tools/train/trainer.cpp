@@ -1,0 +1,221 @@
+// The training loop: micro-batches grouped into optimizer steps, the forward
+// under autocast (and activation checkpointing), loss scaling, clipping, the
+// schedule on applied steps, logging at intervals, an evaluation and the
+// weights and checkpoint at each epoch's end, and the stop on a signal.
+#include "tools/train/trainer.h"
+
+#include <omp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "tools/train/metrics.h"
+
+namespace ember::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Note [Stopping on a signal]
+// The first SIGINT or SIGTERM only sets a flag: the loop finishes the step
+// it is in, writes a checkpoint and returns, and the command prints how to
+// resume. A second one exits at once (_exit, nothing else runs); every file
+// is written by rename, so whatever was being written is left as it was
+// before. The flag is the one process-wide variable a signal handler can
+// reach.
+std::atomic<int> g_signals{0};
+
+extern "C" void on_signal(int) {
+    if (g_signals.fetch_add(1) >= 1) _exit(130);
+}
+
+class SignalScope {
+public:
+    SignalScope() {
+        g_signals = 0;
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalScope() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    SignalScope(const SignalScope&) = delete;
+    SignalScope& operator=(const SignalScope&) = delete;
+    bool raised() const { return g_signals.load() > 0; }
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+
+// The model's forward, each block recomputed in backward with
+// --checkpoint-activations (autograd::checkpoint; batch norm's statistics
+// are updated once).
+Tensor forward(nn::Module& model, const Tensor& x, bool checkpointed) {
+    if (!checkpointed) return model(x);
+    auto segment = [](const std::shared_ptr<nn::Module>& m) {
+        return [m](const std::vector<Tensor>& in) { return m->forward(in[0]); };
+    };
+    if (auto* seq = dynamic_cast<nn::Sequential*>(&model)) {
+        Tensor h = x;
+        for (size_t i = 0; i < seq->size(); ++i) h = autograd::checkpoint(segment((*seq)[i]), {h});
+        return h;
+    }
+    if (auto* r = dynamic_cast<nn::ResNet8*>(&model)) {
+        Tensor h = x;
+        for (const auto& block : {std::shared_ptr<nn::Module>(r->stem), std::shared_ptr<nn::Module>(r->layer1),
+                                  std::shared_ptr<nn::Module>(r->layer2), std::shared_ptr<nn::Module>(r->layer3)})
+            h = autograd::checkpoint(segment(block), {h});
+        return r->fc->forward(adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+    }
+    return autograd::checkpoint(
+        [&model](const std::vector<Tensor>& in) { return model.forward(in[0]); }, {x});
+}
+
+void save_weights(const Run& run, const std::string& path) {
+    nn::save(*run.model, path, {{"ember.model", run.config.model}});
+}
+
+}  // namespace
+
+Outcome train(Run& run, const std::string& run_dir, Position pos) {
+    const TrainConfig& c = run.config;
+    SignalScope signals;
+    std::optional<autograd::DetectAnomalyGuard> anomaly;
+    if (c.anomaly) anomaly.emplace();
+    set_sync_debug(c.sync_debug);
+    const std::optional<DType> low = c.amp == "off" ? std::nullopt
+                                     : c.amp == "f16" ? std::optional(DType::f16)
+                                                      : std::optional(DType::bf16);
+    MetricsLog metrics(run_dir, pos.step);
+    Progress progress(c, run.batches_per_epoch, run.steps_per_epoch);
+    Outcome out;
+    const auto run_start = Clock::now();
+
+    for (int64_t epoch = pos.epoch; epoch < c.epochs; ++epoch) {
+        const int64_t first = epoch == pos.epoch ? pos.batch : 0;
+        run.loader->begin_epoch(epoch, first);
+        progress.begin_epoch(epoch, first / c.accumulate);
+        const auto epoch_start = Clock::now();
+        Tensor loss_sum = zeros({}, {DType::f64, run.device});  // since the last log line
+        Tensor epoch_sum = zeros({}, {DType::f64, run.device});
+        int64_t logged = 0, epoch_batches = 0, epoch_samples = 0, window_samples = 0;
+        int64_t host_syncs = 0;
+        auto window_start = Clock::now();
+        run.model->train();
+        while (std::optional<data::Batch> batch = run.loader->next()) {
+            const int64_t b = batch->index;
+            const int64_t group_start = b / c.accumulate * c.accumulate;
+            const int64_t group_end = std::min(group_start + c.accumulate, run.batches_per_epoch);
+            Tensor loss;
+            {
+                amp::autocast ac(low.value_or(DType::bf16), low.has_value());
+                loss = cross_entropy(forward(*run.model, batch->input, c.checkpoint_activations),
+                                     batch->target);
+            }
+            const Tensor scaled =
+                group_end - group_start > 1 ? div(loss, double(group_end - group_start)) : loss;
+            (run.scaler ? run.scaler->scale(scaled) : scaled).backward();
+            {
+                NoGradGuard no_grad;
+                loss_sum = add(loss_sum, loss.detach().to(DType::f64));
+                epoch_sum = add(epoch_sum, loss.detach().to(DType::f64));
+            }
+            ++logged;
+            ++epoch_batches;
+            const int64_t n = batch->input.size(0);
+            epoch_samples += n;
+            window_samples += n;
+            batch.reset();  // its staging slot may be refilled
+            if (b + 1 != group_end) continue;
+
+            // ---- One optimizer step ----
+            bool applied = true;
+            if (run.scaler) {
+                if (c.clip_grad > 0) {
+                    run.scaler->unscale_(*run.optimizer);
+                    optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
+                }
+                applied = run.scaler->step(*run.optimizer);
+                run.scaler->update();
+                ++host_syncs;  // the found-inf flag is read
+            } else {
+                if (c.clip_grad > 0) optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
+                run.optimizer->step();
+            }
+            run.schedule->step(applied);
+            run.optimizer->zero_grad();
+            ++pos.step;
+            pos.epoch = epoch;
+            pos.batch = group_end;
+
+            if (pos.step % c.log_every == 0) {
+                const double loss_avg = loss_sum.item() / double(logged);  // the one sync per log
+                ++host_syncs;
+                const double secs =
+                    std::chrono::duration<double>(Clock::now() - window_start).count();
+                StepRecord r{pos.step,
+                             epoch,
+                             loss_avg,
+                             run.optimizer->lr(0),
+                             secs > 0 ? double(window_samples) / secs : 0,
+                             run.loader->stats().wait_fraction,
+                             host_syncs,
+                             std::chrono::duration<double>(Clock::now() - run_start).count()};
+                metrics.step(r);
+                progress.log(r);
+                loss_sum = zeros({}, {DType::f64, run.device});
+                logged = window_samples = host_syncs = 0;
+                window_start = Clock::now();
+            }
+            progress.tick(pos.step);
+            if (c.save_every > 0 && pos.step % c.save_every == 0) save_checkpoint(run_dir, run, pos);
+            if (signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after)) {
+                progress.end_line();
+                save_checkpoint(run_dir, run, pos);
+                out.interrupted = true;
+                out.position = pos;
+                return out;
+            }
+        }
+
+        // ---- The epoch's end: evaluation, weights, checkpoint ----
+        const double epoch_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        const double train_loss = epoch_batches ? epoch_sum.item() / double(epoch_batches) : 0;
+        pos.epoch = epoch + 1;
+        pos.batch = 0;
+        EpochRecord e{epoch, pos.step, train_loss, -1, -1, epoch_secs,
+                      epoch_secs > 0 ? double(epoch_samples) / epoch_secs : 0,
+                      run.loader->stats().wait_fraction};
+        if ((epoch + 1) % c.eval_every == 0 || epoch + 1 == c.epochs) {
+            out.last = evaluate(*run.model, *run.data.test, run.device, c.amp, c.workers);
+            e.test_loss = out.last.loss;
+            e.test_acc = out.last.accuracy;
+            if (out.last.accuracy > pos.best_accuracy) {
+                pos.best_accuracy = out.last.accuracy;
+                save_weights(run, (fs::path(run_dir) / "best.safetensors").string());
+            }
+        }
+        progress.end_epoch(e);
+        metrics.epoch(e);
+        save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
+        save_checkpoint(run_dir, run, pos);
+        if (signals.raised()) {
+            out.interrupted = true;
+            break;
+        }
+    }
+    out.position = pos;
+    return out;
+}
+
+}  // namespace ember::train
