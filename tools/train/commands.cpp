@@ -105,9 +105,9 @@ int run_train(CLI::App& app, TrainConfig c) {
         return 0;
     }
     if (c.threads > 0) omp_set_num_threads(c.threads);
+    Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
     const std::string dir = prepare_run_dir(c);
     write_file_atomic((fs::path(dir) / "config.toml").string(), app.config_to_str(true, false));
-    Run run = build_run(c);
     Position pos;
     if (!c.resume.empty()) pos = load_checkpoint(dir, run);
     print_start(run, dir, pos);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -167,7 +168,11 @@ std::vector<std::string> expand_config(int argc, char** argv) {
         if (auto v = value_of("--config")) file = *v;
         if (auto v = value_of("--resume")) resume = *v;
     }
-    if (file.empty() && !resume.empty()) file = resume + "/config.toml";
+    if (file.empty() && !resume.empty()) {
+        EMBER_CHECK(std::filesystem::is_directory(resume), "--resume ", resume,
+                    ": no such run directory");
+        file = resume + "/config.toml";
+    }
     if (file.empty()) return args;
     std::ifstream in(file);
     EMBER_CHECK(in.good(), "--config ", file, ": cannot read it");

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# End-to-end tests of `ember train` and `ember eval` through the binary.
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors)
+set -uo pipefail
+ember="$1"; case_name="$2"; work="$3"
+rm -rf "$work"; mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# One line on stderr, `ember: error: ...` or CLI11's message, a non-zero exit,
+# no crash; the message must contain $2.
+expect_error() {
+    local want="$1"; shift
+    "$@" > "$work/out.txt" 2> "$work/err.txt"
+    local rc=$?
+    [ $rc -ne 0 ] || fail "'$*' succeeded; expected an error with '$want'"
+    [ $rc -lt 128 ] || fail "'$*' died of a signal (exit $rc)"
+    grep -q -- "$want" "$work/err.txt" || fail "'$*': stderr lacks '$want': $(cat "$work/err.txt")"
+    grep -qiE "terminate called|Aborted|core dumped|Segmentation" "$work/err.txt" &&
+        fail "'$*' crashed: $(cat "$work/err.txt")"
+    echo "ok: $want"
+}
+
+case "$case_name" in
+run)
+    "$ember" train --model mlp --limit 10000 --epochs 2 --out "$work/run" --log-every 20 \
+        > "$work/train.txt" || fail "train failed: $(tail -5 "$work/train.txt")"
+    for f in config.toml metrics.jsonl last.safetensors best.safetensors checkpoint/state.safetensors; do
+        [ -s "$work/run/$f" ] || fail "missing $f"
+    done
+    python3 - "$work/run/metrics.jsonl" <<'PY' || fail "metrics.jsonl"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if r["kind"] == "step"]
+epochs = [r for r in rows if r["kind"] == "epoch"]
+assert len(epochs) == 2, epochs
+assert all(k in steps[0] for k in ("step", "loss", "lr", "samples_per_s", "data_wait", "host_syncs"))
+assert epochs[-1]["test_acc"] >= 0.80, epochs[-1]
+print("metrics ok: final test accuracy", epochs[-1]["test_acc"])
+PY
+    reported=$(grep -o "test accuracy [0-9.]*%" "$work/train.txt" | tail -1)
+    "$ember" eval --model mlp --weights "$work/run/last.safetensors" > "$work/eval.txt" ||
+        fail "eval failed"
+    grep -q "$reported" "$work/eval.txt" || fail "eval gives '$(cat "$work/eval.txt")', train said '$reported'"
+    "$ember" eval --model mlp --weights "$work/run/checkpoint/state.safetensors" | grep -q "$reported" ||
+        fail "eval of the checkpoint differs"
+    echo "ok: run, eval reproduces $reported"
+    ;;
+resume)
+    common=(--model mlp --limit 3000 --epochs 2 --batch-size 64 --log-every 10)
+    "$ember" train "${common[@]}" --out "$work/straight" > /dev/null || fail "straight run"
+    "$ember" train "${common[@]}" --out "$work/stopped" --stop-after 30 > "$work/stop.txt"
+    [ $? -eq 130 ] || fail "--stop-after did not exit 130"
+    grep -q "resume with: ember train --resume $work/stopped" "$work/stop.txt" || fail "no resume hint"
+    "$ember" train --resume "$work/stopped" > /dev/null || fail "resume failed"
+    cmp "$work/straight/last.safetensors" "$work/stopped/last.safetensors" ||
+        fail "resumed weights differ from the uninterrupted run's"
+    cmp "$work/straight/checkpoint/state.safetensors" "$work/stopped/checkpoint/state.safetensors" ||
+        fail "resumed checkpoint differs"
+    echo "ok: stop after 30 steps (mid-epoch 1) + resume == 94 straight steps, byte for byte"
+    ;;
+signal)
+    "$ember" train --model mlp --limit 20000 --epochs 3 --out "$work/run" --log-every 5 \
+        > "$work/train.txt" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 600); do
+        grep -q "step 5/" "$work/train.txt" 2> /dev/null && break
+        sleep 0.1
+    done
+    kill -INT $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 130 ] || fail "SIGINT: exit $rc, expected 130: $(tail -3 "$work/train.txt")"
+    grep -q "interrupted after step" "$work/train.txt" || fail "no interruption message"
+    [ -s "$work/run/checkpoint/state.safetensors" ] || fail "no checkpoint after SIGINT"
+    "$ember" train --resume "$work/run" --epochs 1 > "$work/resume.txt" || fail "resume after SIGINT"
+    grep -q "done:" "$work/resume.txt" || fail "resume did not finish"
+    echo "ok: SIGINT mid-epoch checkpoints and resumes"
+    ;;
+errors)
+    expect_error "model" "$ember" train --model nope --out "$work/x"
+    expect_error "epochs" "$ember" train --epochs 0 --out "$work/x"
+    expect_error "no such run directory" "$ember" train --resume "$work/none"
+    expect_error "cannot read" "$ember" train --config "$work/none.toml"
+    printf 'epochs = 1\nthis is not a line\n' > "$work/bad.toml"
+    expect_error "expected key = value" "$ember" train --config "$work/bad.toml"
+    expect_error "FashionMNIST: neither" "$ember" train --data-dir "$work/empty" --out "$work/y"
+    [ ! -e "$work/y" ] || fail "a failed start left a run directory behind"
+    touch "$work/file"
+    expect_error "cannot create it" "$ember" train --out "$work/file/sub" --limit 100
+    "$ember" train --limit 500 --epochs 1 --out "$work/run" > /dev/null || fail "small run"
+    expect_error "already holds a run" "$ember" train --limit 500 --out "$work/run"
+    head -c 1000 "$work/run/checkpoint/state.safetensors" > "$work/trunc"
+    mv "$work/trunc" "$work/run/checkpoint/state.safetensors"
+    expect_error "is the file truncated" "$ember" train --resume "$work/run"
+    expect_error "cannot open" "$ember" eval --model mlp --weights "$work/missing.safetensors"
+    expect_error "loading weights from" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"
+    ;;
+*) fail "unknown case $case_name" ;;
+esac
