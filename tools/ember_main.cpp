@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "bench/bench.h"
 #include "core/error.h"
@@ -22,6 +23,10 @@ int main(int argc, char** argv) {
     CLI::App* train = ember::train::add_train_command(app, tconf);
     ember::train::EvalConfig econf;
     ember::train::add_eval_command(app, econf);
+    CLI::App* plot = app.add_subcommand(
+        "plot", "Redraw a training run's curves: RUN_DIR/curves.svg from RUN_DIR/metrics.jsonl");
+    std::string plot_dir;
+    plot->add_option("RUN_DIR", plot_dir, "The run directory that `ember train` wrote")->required();
     try {
         // `ember train --config FILE` (or --resume's config.toml) read in, flags after it.
         std::vector<std::string> args = ember::train::expand_config(argc, argv);
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
         if (app.got_subcommand("bench")) return ember::bench::run(bopts);
         if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
         if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
+        if (app.got_subcommand("plot")) return ember::cli::run_plot(plot_dir);
     } catch (const ember::Error& e) {
         std::fprintf(stderr, "ember: error: %s\n", e.what());
         return 1;
