@@ -24,7 +24,8 @@ case "$case_name" in
 run)
     "$ember" train --model mlp --limit 10000 --epochs 2 --out "$work/run" --log-every 20 \
         > "$work/train.txt" || fail "train failed: $(tail -5 "$work/train.txt")"
-    for f in config.toml metrics.jsonl last.safetensors best.safetensors checkpoint/state.safetensors; do
+    for f in config.toml metrics.jsonl last.safetensors best.safetensors curves.svg \
+             checkpoint/state.safetensors; do
         [ -s "$work/run/$f" ] || fail "missing $f"
     done
     python3 - "$work/run/metrics.jsonl" <<'PY' || fail "metrics.jsonl"
@@ -37,6 +38,8 @@ assert all(k in steps[0] for k in ("step", "loss", "lr", "samples_per_s", "data_
 assert epochs[-1]["test_acc"] >= 0.80, epochs[-1]
 print("metrics ok: final test accuracy", epochs[-1]["test_acc"])
 PY
+    python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$work/run/curves.svg" ||
+        fail "curves.svg is not well-formed XML"
     reported=$(grep -o "test accuracy [0-9.]*%" "$work/train.txt" | tail -1)
     "$ember" eval --model mlp --weights "$work/run/last.safetensors" > "$work/eval.txt" ||
         fail "eval failed"

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "tools/train/metrics.h"
+#include "tools/train/plot.h"
 
 namespace ember::train {
 
@@ -111,6 +112,26 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         int64_t logged = 0, epoch_batches = 0, epoch_samples = 0, window_samples = 0;
         int64_t host_syncs = 0;
         auto window_start = Clock::now();
+        // A step record: the mean loss since the last one (the one read of a
+        // device value per record), throughput, LR, waiting for data.
+        auto write_log = [&] {
+            const double loss_avg = loss_sum.item() / double(logged);
+            ++host_syncs;
+            const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
+            StepRecord r{pos.step,
+                         epoch,
+                         loss_avg,
+                         run.optimizer->lr(0),
+                         secs > 0 ? double(window_samples) / secs : 0,
+                         run.loader->stats().wait_fraction,
+                         host_syncs,
+                         std::chrono::duration<double>(Clock::now() - run_start).count()};
+            metrics.step(r);
+            progress.log(r);
+            loss_sum = zeros({}, {DType::f64, run.device});
+            logged = window_samples = host_syncs = 0;
+            window_start = Clock::now();
+        };
         run.model->train();
         while (std::optional<data::Batch> batch = run.loader->next()) {
             const int64_t b = batch->index;
@@ -158,25 +179,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             pos.epoch = epoch;
             pos.batch = group_end;
 
-            if (pos.step % c.log_every == 0) {
-                const double loss_avg = loss_sum.item() / double(logged);  // the one sync per log
-                ++host_syncs;
-                const double secs =
-                    std::chrono::duration<double>(Clock::now() - window_start).count();
-                StepRecord r{pos.step,
-                             epoch,
-                             loss_avg,
-                             run.optimizer->lr(0),
-                             secs > 0 ? double(window_samples) / secs : 0,
-                             run.loader->stats().wait_fraction,
-                             host_syncs,
-                             std::chrono::duration<double>(Clock::now() - run_start).count()};
-                metrics.step(r);
-                progress.log(r);
-                loss_sum = zeros({}, {DType::f64, run.device});
-                logged = window_samples = host_syncs = 0;
-                window_start = Clock::now();
-            }
+            if (pos.step % c.log_every == 0) write_log();
             progress.tick(pos.step);
             if (c.save_every > 0 && pos.step % c.save_every == 0) save_checkpoint(run_dir, run, pos);
             if (signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after)) {
@@ -188,7 +191,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             }
         }
 
-        // ---- The epoch's end: evaluation, weights, checkpoint ----
+        // ---- The epoch's end: evaluation, weights, checkpoint, curves ----
+        if (logged > 0 && pos.step % c.log_every != 0) write_log();  // the epoch's last steps
         const double epoch_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
         const double train_loss = epoch_batches ? epoch_sum.item() / double(epoch_batches) : 0;
         pos.epoch = epoch + 1;
@@ -209,6 +213,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         metrics.epoch(e);
         save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
         save_checkpoint(run_dir, run, pos);
+        plot_run(run_dir);
         if (signals.raised()) {
             out.interrupted = true;
             break;
