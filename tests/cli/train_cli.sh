@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders)
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
 rm -rf "$work"; mkdir -p "$work"
@@ -97,6 +97,18 @@ errors)
     expect_error "is the file truncated" "$ember" train --resume "$work/run"
     expect_error "cannot open" "$ember" eval --model mlp --weights "$work/missing.safetensors"
     expect_error "loading weights from" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"
+    ;;
+finders)
+    "$ember" lr-find --limit 2000 --steps 40 --out "$work/lr.svg" > "$work/lr.txt" || fail "lr-find"
+    grep -qE "suggested LR: [0-9.e+-]+|no suggestion" "$work/lr.txt" || fail "lr-find printed no verdict"
+    python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$work/lr.svg" ||
+        fail "lr_find SVG is not well-formed"
+    "$ember" max-batch --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch"
+    grep -q "largest batch: 256 (the --max limit)" "$work/mb.txt" || fail "max-batch: $(cat "$work/mb.txt")"
+    grep -q "linearly scaled LR: 0.002 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
+    expect_error "not even a batch of 1 fits" "$ember" max-batch --memory-budget 1
+    expect_error "0 < --start-lr < --end-lr" "$ember" lr-find --start-lr 1 --end-lr 0.5
+    echo "ok: lr-find and max-batch"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

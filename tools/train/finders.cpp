@@ -1,0 +1,229 @@
+// `ember lr-find` (the LR range test on a run's configuration, TIPS #15) and
+// `ember max-batch` (the largest batch that fits, with the linearly scaled
+// LR, TIPS #4).
+#include "tools/train/finders.h"
+
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "optim/lr_find.h"
+#include "tools/train/run.h"
+#include "tools/train/svg.h"
+
+namespace ember::train {
+
+namespace {
+
+// The flags lr-find and max-batch share with train.
+void add_model_options(CLI::App& app, TrainConfig& c) {
+    app.add_option("--model", c.model, "Reference model: mlp, resnet8")
+        ->check(CLI::IsMember({"mlp", "resnet8"}))
+        ->capture_default_str();
+    app.add_option("--data-dir", c.data_dir, "Folder with Fashion-MNIST's files");
+    app.add_option("--batch-size", c.batch_size, "Samples per batch")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->capture_default_str();
+    app.add_option("--optimizer", c.optimizer, "adamw, adam, sgd, lamb, lars")
+        ->check(CLI::IsMember({"adamw", "adam", "sgd", "lamb", "lars"}))
+        ->capture_default_str();
+    app.add_option("--weight-decay", c.weight_decay, "Weight decay (default: the optimizer's)");
+    app.add_option("--amp", c.amp, "off, bf16, f16")
+        ->check(CLI::IsMember({"off", "bf16", "f16"}))
+        ->capture_default_str();
+    app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+    app.add_option("--workers", c.workers, "Loader threads")->check(CLI::Range(0, 256));
+    app.add_option("--seed", c.seed, "Seed")->capture_default_str();
+    app.add_option("--limit", c.limit, "Use the first N training samples (0: all)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")->check(CLI::Range(0, 1024));
+}
+
+// One training step of `run` on `batch`: forward under autocast, backward
+// (scaled under f16), the optimizer. Returns the loss tensor.
+Tensor train_step(Run& run, const data::Batch& batch) {
+    const std::string& amp = run.config.amp;
+    Tensor loss;
+    {
+        amp::autocast ac(amp == "f16" ? DType::f16 : DType::bf16, amp != "off");
+        loss = cross_entropy((*run.model)(batch.input), batch.target);
+    }
+    if (run.scaler) {
+        run.scaler->scale(loss).backward();
+        run.scaler->step(*run.optimizer);
+        run.scaler->update();
+    } else {
+        loss.backward();
+        run.optimizer->step();
+    }
+    run.optimizer->zero_grad();
+    return loss;
+}
+
+}  // namespace
+
+CLI::App* add_lr_find_command(CLI::App& root, LrFindConfig& c) {
+    CLI::App* app = root.add_subcommand(
+        "lr-find", "The LR range test: sweep the LR, suggest one, draw loss against LR");
+    add_model_options(*app, c.train);
+    app->add_option("--start-lr", c.start_lr, "First LR of the sweep")->capture_default_str();
+    app->add_option("--end-lr", c.end_lr, "Last LR of the sweep")->capture_default_str();
+    app->add_option("--steps", c.steps, "LRs tried (one training step each)")
+        ->check(CLI::Range(int64_t(3), int64_t(100000)))
+        ->capture_default_str();
+    app->add_option("--out", c.svg, "Where the SVG of loss against LR goes")->capture_default_str();
+    return app;
+}
+
+int run_lr_find(const LrFindConfig& c) {
+    EMBER_CHECK(c.start_lr > 0 && c.end_lr > c.start_lr, "lr-find: need 0 < --start-lr < --end-lr, got ",
+                c.start_lr, " and ", c.end_lr);
+    validate(c.train);
+    if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
+    Run run = build_run(c.train);
+    int64_t epoch = 0;
+    run.loader->begin_epoch(epoch);
+    auto next_batch = [&] {
+        std::optional<data::Batch> b = run.loader->next();
+        if (!b) {
+            run.loader->begin_epoch(++epoch);
+            b = run.loader->next();
+        }
+        return *b;
+    };
+    std::printf("lr-find: %s, %s, batch %lld, %lld steps from %g to %g\n", c.train.model.c_str(),
+                c.train.optimizer.c_str(), (long long)c.train.batch_size, (long long)c.steps,
+                c.start_lr, c.end_lr);
+    const optim::LrFindResult r = optim::lr_find(
+        *run.optimizer, [&] { return train_step(run, next_batch()).item(); },
+        {.start_lr = c.start_lr, .end_lr = c.end_lr, .steps = c.steps});
+
+    std::printf("%12s %12s %12s\n", "lr", "loss", "smoothed");
+    const size_t every = std::max<size_t>(1, r.lrs.size() / 12);
+    for (size_t i = 0; i < r.lrs.size(); ++i)
+        if (i % every == 0 || i + 1 == r.lrs.size())
+            std::printf("%12.3g %12.4f %12.4f\n", r.lrs[i], r.losses[i], r.smoothed[i]);
+    LineChart chart;
+    chart.title = "LR range test: " + c.train.model + ", " + c.train.optimizer + ", batch " +
+                  std::to_string(c.train.batch_size);
+    chart.x = {"learning rate", Scale::log10};
+    chart.y = {"loss"};
+    chart.add("loss", r.lrs, r.losses).color = "#9ecae1";
+    chart.add("smoothed loss", r.lrs, r.smoothed);
+    if (r.suggested_lr) {
+        double lo = r.smoothed.front(), hi = lo;
+        for (double v : r.smoothed)
+            if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+        chart.add("suggested", {*r.suggested_lr, *r.suggested_lr}, {lo, hi}).color = "#d62728";
+    }
+    chart.save(c.svg);
+    std::printf("%zu steps%s; loss against LR drawn in %s\n", r.lrs.size(),
+                r.diverged ? " (stopped: the loss diverged)" : "", c.svg.c_str());
+    if (r.suggested_lr)
+        std::printf("suggested LR: %.3g (steepest descent of the smoothed loss; a value a few "
+                    "times lower is a safe start)\n", *r.suggested_lr);
+    else
+        std::printf("no suggestion: the loss never fell (try a lower --start-lr)\n");
+    return 0;
+}
+
+CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c) {
+    CLI::App* app = root.add_subcommand(
+        "max-batch", "The largest batch that fits, and the linearly scaled LR for it");
+    add_model_options(*app, c.train);
+    app->add_option("--memory-budget", c.budget_mib,
+                    "CPU: the memory a training step may hold, in MiB (GPU: the device's memory)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app->add_option("--max", c.max_batch, "The largest batch to try")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->capture_default_str();
+    return app;
+}
+
+namespace {
+
+// Whether one training step at `batch` fits: on a GPU, no out-of-memory
+// error; on the CPU, the step's peak of tensor memory within the budget.
+// `peak` receives the CPU step's peak in bytes.
+bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
+    TrainConfig t = c.train;
+    t.batch_size = batch;
+    t.limit = 0;
+    t.workers = 0;
+    const Device device = resolve_device(t);
+    manual_seed(t.seed);
+    auto model = nn::make_model(t.model);
+    model->to(device);
+    auto opt = make_optimizer(t, optim::decay_groups(*model, effective_weight_decay(t)));
+    const Shape sample = t.model == "mlp" ? Shape{1, 28, 28} : Shape{1, 28, 28};
+    Shape shape = sample;
+    shape.insert(shape.begin(), batch);
+    try {
+        reset_peak_memory_stats(device);
+        const size_t before = memory_stats(device).allocated_bytes;
+        const Tensor x = randn(shape, {DType::f32, device});
+        const Tensor y = randint(0, 10, {batch}, {DType::i64, device});
+        Tensor loss;
+        {
+            amp::autocast ac(t.amp == "f16" ? DType::f16 : DType::bf16, t.amp != "off");
+            loss = cross_entropy((*model)(x), y);
+        }
+        loss.backward();
+        opt->step();
+        *peak = memory_stats(device).peak_allocated_bytes - before;
+    } catch (const Error& e) {
+        if (device.is_cuda() && std::string(e.what()).find("out of memory") != std::string::npos)
+            return false;
+        throw;
+    }
+    return device.is_cuda() || *peak <= size_t(c.budget_mib * 1024 * 1024);
+}
+
+}  // namespace
+
+int run_max_batch(const MaxBatchConfig& c) {
+    validate(c.train);
+    if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
+    const Device device = resolve_device(c.train);
+    std::printf("max-batch: %s on %s, %s\n", c.train.model.c_str(), device.str().c_str(),
+                device.is_cpu() ? ("budget " + std::to_string(int64_t(c.budget_mib)) + " MiB").c_str()
+                                : "the device's memory");
+    size_t peak = 0;
+    EMBER_CHECK(fits(c, 1, &peak), "max-batch: not even a batch of 1 fits (", peak / 1024,
+                " KiB for one step)");
+    // Double until a batch does not fit (or the limit), then bisect.
+    int64_t good = 1, bad = 0;
+    size_t good_peak = peak;
+    while (good < c.max_batch) {
+        const int64_t next = std::min(good * 2, c.max_batch);
+        if (!fits(c, next, &peak)) {
+            bad = next;
+            break;
+        }
+        good = next;
+        good_peak = peak;
+    }
+    while (bad > 0 && bad - good > 1) {
+        const int64_t mid = good + (bad - good) / 2;
+        if (fits(c, mid, &peak)) {
+            good = mid;
+            good_peak = peak;
+        } else {
+            bad = mid;
+        }
+    }
+    const double lr = effective_lr(c.train) * double(good) / double(c.train.batch_size);
+    std::printf("largest batch: %lld%s", (long long)good, bad == 0 ? " (the --max limit)" : "");
+    if (device.is_cpu()) std::printf(", %.1f MiB for one step", double(good_peak) / (1 << 20));
+    std::printf("\nlinearly scaled LR: %.3g (%g at batch %lld, times %lld/%lld; large batches may "
+                "need a warm-up and generalize worse)\n",
+                lr, effective_lr(c.train), (long long)c.train.batch_size, (long long)good,
+                (long long)c.train.batch_size);
+    return 0;
+}
+
+}  // namespace ember::train

@@ -1,0 +1,38 @@
+// `ember lr-find` and `ember max-batch`: flags and commands.
+#pragma once
+
+#include <string>
+
+#include "tools/train/config.h"
+
+namespace CLI {
+class App;
+}
+
+namespace ember::train {
+
+struct LrFindConfig {
+    TrainConfig train;  ///< the model, data and optimizer flags it shares with train
+    double start_lr = 1e-7, end_lr = 10;
+    int64_t steps = 100;
+    std::string svg = "lr_find.svg";
+};
+
+struct MaxBatchConfig {
+    TrainConfig train;
+    double budget_mib = 4096;   ///< CPU: what one training step may hold
+    int64_t max_batch = 65536;  ///< the largest batch tried
+};
+
+CLI::App* add_lr_find_command(CLI::App& root, LrFindConfig& c);
+CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c);
+
+/// Sweeps the LR over `steps` training steps of the configuration
+/// (optim::lr_find), prints the suggested LR and draws loss against LR.
+int run_lr_find(const LrFindConfig& c);
+/// Finds the largest batch whose training step fits (GPU: no out-of-memory
+/// error; CPU: its peak tensor memory within --memory-budget), by doubling
+/// then bisecting, and prints it with the linearly scaled LR (TIPS #4).
+int run_max_batch(const MaxBatchConfig& c);
+
+}  // namespace ember::train
