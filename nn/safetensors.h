@@ -37,10 +37,14 @@ struct TensorFile {
 /// to the host and non-contiguous ones are written in row-major order. Names
 /// must be non-empty, valid UTF-8, unique and not "__metadata__".
 ///
-/// Atomic: the bytes go to a temporary file beside `path`, which is flushed
-/// (fsync) and renamed over `path`, then the directory is flushed. On any
-/// failure the temporary file is removed, `path` keeps its previous content
-/// and an ember::Error names the path and the reason.
+/// Atomic (core/atomic_file.h): the bytes go to a temporary file beside
+/// `path` (named after atomic_temp_prefix), which is flushed (fsync) and
+/// renamed over `path`, then the directory is flushed. On any failure the
+/// temporary file is removed, `path` keeps its previous content and an
+/// ember::Error names the path and the reason; an empty path is refused
+/// first. A symbolic link is written through: the file it leads to is
+/// replaced and the link stays. A successful save also removes temporary
+/// files that killed saves of the same file left behind.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
@@ -53,7 +57,9 @@ void save_safetensors(const std::string& path,
 /// overflow) against their byte spans; and the spans, which must tile the
 /// data buffer exactly, without gaps, overlaps or trailing bytes. BOOL data
 /// must hold only bytes 0 and 1. A malformed or truncated file is an
-/// ember::Error that names the path and what is wrong.
+/// ember::Error that names the path and what is wrong; so is anything but a
+/// regular file (a named pipe or a device is refused without being opened,
+/// so the call never blocks) and a /proc-style file that reports 0 bytes.
 TensorFile load_safetensors(const std::string& path);
 
 }  // namespace ember::nn

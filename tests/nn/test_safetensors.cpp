@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "core/atomic_file.h"
 #include "nn/safetensors.h"
 #include "safetensors_files.h"
 
@@ -219,7 +220,8 @@ TEST_CASE("load_safetensors: files that cannot be read", "[safetensors]") {
     ScratchDir dir("st-open");
     REQUIRE_THROWS_WITH_MSG(load_safetensors(dir.file("none.safetensors")),
                             "none.safetensors': cannot open: No such file or directory");
-    REQUIRE_THROWS_WITH_MSG(load_safetensors(dir.path().string()), "not a regular file");
+    REQUIRE_THROWS_WITH_MSG(load_safetensors(dir.path().string()),
+                            "is a directory; a regular file is needed");
 }
 
 TEST_CASE("save_safetensors: a failed write leaves the old file and no temporary file",
@@ -238,7 +240,8 @@ TEST_CASE("save_safetensors: a failed write leaves the old file and no temporary
     SECTION("a directory that does not exist") {
         const std::string missing = dir.file("no/such/dir/w.safetensors");
         REQUIRE_THROWS_WITH_MSG(save_safetensors(missing, {{"x", t}}),
-                                "cannot create the temporary file '" + missing + ".tmp-");
+                                "cannot create the temporary file '" + dir.file("no/such/dir/") +
+                                    atomic_temp_prefix("w.safetensors"));
         REQUIRE_THROWS_WITH_MSG(save_safetensors(missing, {{"x", t}}),
                                 ": No such file or directory");
     }
@@ -263,7 +266,7 @@ TEST_CASE("save_safetensors: a failed write leaves the old file and no temporary
             }
         }
         CHECK_THAT(message, Catch::Matchers::Contains("save_safetensors: '" + path +
-                                                      "': writing '" + path + ".tmp-"));
+                                                      "': writing '" + dir.file(".w.safetensors.")));
         CHECK_THAT(message, Catch::Matchers::Contains("failed: File too large"));
     }
     CHECK(read_bytes(path) == old);
