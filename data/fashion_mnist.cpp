@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "data/idx.h"
 
 namespace ember::data {
@@ -15,19 +16,22 @@ namespace {
 
 constexpr int64_t kSide = 28;
 
-bool is_file(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// `dir/name` if it exists, else `dir/name.gz`; a clear error when neither does.
+// `dir/name` if it is a regular file, else `dir/name.gz` if that is one. A
+// candidate that exists but is something else (a folder, a pipe) is named
+// with what it is; when neither exists, the message says how to get them.
 std::string find_file(const std::string& dir, const std::string& name) {
     const std::string raw = dir + "/" + name, gz = raw + ".gz";
-    if (is_file(raw)) return raw;
-    EMBER_CHECK(is_file(gz), "FashionMNIST: neither ", raw, " nor ", gz,
-                " exists (install Debian's dataset-fashion-mnist package, set EMBER_DATA to "
-                "the folder that holds fashion-mnist/, or pass the root folder)");
-    return gz;
+    struct stat st {};
+    std::string odd;  // the first candidate that exists but is no regular file
+    for (const std::string& p : {raw, gz}) {
+        if (::stat(p.c_str(), &st) != 0) continue;
+        if (S_ISREG(st.st_mode)) return p;
+        if (odd.empty()) odd = str(p, " is ", file_kind(st.st_mode));
+    }
+    EMBER_CHECK(odd.empty(), "FashionMNIST: ", odd, "; a regular file is needed (raw or .gz)");
+    EMBER_FAIL("FashionMNIST: neither ", raw, " nor ", gz,
+               " exists (install Debian's dataset-fashion-mnist package, set EMBER_DATA to "
+               "the folder that holds fashion-mnist/, or pass the root folder)");
 }
 
 }  // namespace
@@ -56,6 +60,9 @@ FashionMNIST::Files FashionMNIST::load(Split split, const std::string& root) {
                 ", expected u8 [N] labels");
     EMBER_CHECK(images.size(0) == labels.size(0), "FashionMNIST: ", ipath, " holds ",
                 images.size(0), " images but ", lpath, " holds ", labels.size(0), " labels");
+    // An empty split would train on nothing: a loader over it yields no batches.
+    EMBER_CHECK(images.size(0) > 0, "FashionMNIST: ", ipath, " and ", lpath,
+                " hold no samples (0 images, 0 labels)");
     const uint8_t* l = labels.data<uint8_t>();
     for (int64_t i = 0; i < labels.size(0); ++i)
         EMBER_CHECK(l[i] < kNumClasses, "FashionMNIST: ", lpath, ": label ", int(l[i]),

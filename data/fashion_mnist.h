@@ -15,7 +15,7 @@ enum class Split { train, test };
 /// Fashion-MNIST as a TensorDataset: inputs u8 [N, 1, 28, 28] read as f32 in
 /// [0, 1] (pixel / 255), labels u8 [N] in [0, 10). Both files are read whole
 /// at construction (47 MB for the train images) and checked: IDX headers,
-/// image size, matching counts and label range.
+/// image size, matching counts, at least one sample, and label range.
 class FashionMNIST : public TensorDataset {
   public:
     /// Reads `split` from `root`, a folder holding train-images-idx3-ubyte,

@@ -4,18 +4,18 @@
 // largest possible expansion for a gzip file — before the one allocation.
 #include "data/idx.h"
 
-#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace ember::data {
 
@@ -35,14 +35,6 @@ struct GzCloser {
     }
     gzFile f;
 };
-
-int64_t file_size(const std::string& path) {
-    struct stat st {};
-    EMBER_CHECK(::stat(path.c_str(), &st) == 0, "read_idx: cannot open ", path, ": ",
-                std::strerror(errno));
-    EMBER_CHECK(S_ISREG(st.st_mode), "read_idx: ", path, " is not a regular file");
-    return int64_t(st.st_size);
-}
 
 // Reads up to n bytes; returns how many arrived (fewer only at the end of the
 // data). A zlib error (corrupt stream, bad checksum) is an Error.
@@ -165,11 +157,15 @@ void to_host_order(void* data, int64_t n, int bytes) {
     }
 }
 
-GzCloser open_idx(const std::string& path) {
-    errno = 0;
-    gzFile f = gzopen(path.c_str(), "rb");
-    EMBER_CHECK(f != nullptr, "read_idx: cannot open ", path, ": ",
-                errno ? std::strerror(errno) : "out of memory");
+// The file as a zlib stream (raw or gzip) and its size, once it is known to
+// be a regular file: a named pipe or a device is refused without blocking.
+GzCloser open_idx(const std::string& path, int64_t* bytes) {
+    RegularFile file = open_regular_file(path, "read_idx: " + path);
+    *bytes = int64_t(file.size);
+    const int fd = file.fd.release();
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) ::close(fd);
+    EMBER_CHECK(f != nullptr, "read_idx: ", path, ": out of memory opening the gzip reader");
     gzbuffer(f, 1 << 18);  // larger reads: fewer calls into inflate
     return GzCloser(f);
 }
@@ -177,14 +173,14 @@ GzCloser open_idx(const std::string& path) {
 }  // namespace
 
 IdxInfo read_idx_info(const std::string& path) {
-    const int64_t bytes = file_size(path);
-    GzCloser f = open_idx(path);
+    int64_t bytes = 0;
+    GzCloser f = open_idx(path, &bytes);
     return read_header(f.f, path, bytes);
 }
 
 Tensor read_idx(const std::string& path) {
-    const int64_t bytes = file_size(path);
-    GzCloser f = open_idx(path);
+    int64_t bytes = 0;
+    GzCloser f = open_idx(path, &bytes);
     const IdxInfo info = read_header(f.f, path, bytes);
     const int64_t numel = info.data_bytes / std::max(info.element_bytes, 1);
 

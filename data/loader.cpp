@@ -5,6 +5,8 @@
 
 #include "core/cuda_stream.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -29,6 +31,28 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // must not be refilled while its copy may still be reading it: the host batch
 // is kept until the next call, which first waits for the previous copy's
 // event (long done by then: a training step ran in between).
+// Refuses a staging ring (inputs f32 and targets i64 for `rows` samples of
+// `numel` values, `slots` times) that overflows or exceeds the machine's
+// memory, naming the options to change, before anything is allocated.
+void check_ring_size(int64_t rows, int64_t numel, int slots, const LoaderOptions& o) {
+    const auto say = [&] {
+        return str("Loader: batch_size ", o.batch_size, " (", rows, " samples per batch) of ",
+                   numel, " f32 values each, in ", slots, " staging slots (prefetch ",
+                   o.prefetch, ")");
+    };
+    int64_t per_row = 0, slot = 0, ring = 0;
+    EMBER_CHECK(!__builtin_mul_overflow(numel, int64_t(4), &per_row) &&
+                    !__builtin_add_overflow(per_row, int64_t(8), &per_row) &&
+                    !__builtin_mul_overflow(per_row, rows, &slot) &&
+                    !__builtin_mul_overflow(slot, int64_t(slots), &ring),
+                say(), ": the staging memory's size overflows; lower batch_size");
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+    EMBER_CHECK(memory == 0 || double(ring) <= memory, say(), " need ", ring,
+                " bytes of staging memory, more than this machine's ", int64_t(memory),
+                " bytes; lower batch_size or prefetch");
+}
+
 }  // namespace
 
 struct DeviceTransfer {
@@ -122,8 +146,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
     EMBER_CHECK(sh.num_samples >= 0, "Loader: the dataset reports ", sh.num_samples, " samples");
     EMBER_CHECK(!o.shuffle || sh.num_samples <= (int64_t(1) << 32), "Loader: cannot shuffle ",
                 sh.num_samples, " samples (at most 2^32)");
-    sh.num_batches = o.drop_last ? sh.num_samples / o.batch_size
-                                 : (sh.num_samples + o.batch_size - 1) / o.batch_size;
+    // (n + batch_size - 1) / batch_size would overflow for a batch_size near 2^63.
+    sh.num_batches = sh.num_samples / o.batch_size +
+                     (!o.drop_last && sh.num_samples % o.batch_size != 0 ? 1 : 0);
     num_batches_ = sh.num_batches;
     sh.seed = o.seed;
     sh.shuffle = o.shuffle;
@@ -140,15 +165,16 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
         if (o.prefetch <= 0) prefetch_ += 1;  // the slot whose copy may still be in flight
     }
 
+    // A batch never holds more than the whole dataset: slots are sized for
+    // that many samples, so any batch_size works for a small dataset.
+    const int64_t rows = std::max<int64_t>(1, std::min(o.batch_size, sh.num_samples));
+    check_ring_size(rows, sh.out_numel, prefetch_, o);
     Shape in_shape = sh.plan.back();
-    in_shape.insert(in_shape.begin(), o.batch_size);
-    int64_t slot_bytes = 0;
-    EMBER_CHECK(!__builtin_mul_overflow(shape_numel(in_shape), int64_t(4), &slot_bytes),
-                "Loader: batches of ", shape_str(in_shape), " overflow");
+    in_shape.insert(in_shape.begin(), rows);
     sh.slots.resize(size_t(prefetch_));
     for (Slot& s : sh.slots) {
         s.input = empty(in_shape, {.dtype = DType::f32, .pinned = pinned_});
-        s.target = empty({o.batch_size}, {.dtype = DType::i64, .pinned = pinned_});
+        s.target = empty({rows}, {.dtype = DType::i64, .pinned = pinned_});
     }
     if (threads == 0) sh.caller = make_scratch(sh);
     try {

@@ -20,6 +20,10 @@ namespace ember::data {
 
 /// How a Loader batches, orders and delivers samples.
 struct LoaderOptions {
+    /// Samples per batch, >= 1. A batch never holds more than the dataset,
+    /// so staging memory is sized for min(batch_size, dataset size) samples;
+    /// a ring that would not fit in the machine's memory is refused with an
+    /// error naming batch_size.
     int64_t batch_size = 64;
     /// A new permutation of the samples every epoch, from (seed, epoch).
     bool shuffle = true;

@@ -1,11 +1,9 @@
 // Memory-mapped raw samples: the files are checked against the layout once,
-// then read() converts one sample straight out of the mapping.
+// then read() converts one sample straight out of the mapping (or, with
+// copy_on_read, out of a pread that notices a file that shrank).
 #include "data/mmap_dataset.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,29 +14,31 @@
 
 namespace ember::data {
 
-MmapDataset::Mapping::Mapping(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    EMBER_CHECK(fd >= 0, "MmapDataset: cannot open ", path, ": ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        EMBER_FAIL("MmapDataset: ", path, " is not a regular file");
+MmapDataset::Source::Source(const std::string& path, bool map) : path_(path) {
+    RegularFile f = open_regular_file(path, "MmapDataset: " + path);
+    bytes_ = size_t(f.size);
+    if (!map) {
+        fd_ = std::move(f.fd);
+        return;
     }
-    bytes_ = size_t(st.st_size);
     if (bytes_ > 0) {  // mmap rejects length 0; an empty file maps to nothing
-        void* p = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-        const int err = errno;
-        ::close(fd);
+        void* p = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, f.fd.get(), 0);
         EMBER_CHECK(p != MAP_FAILED, "MmapDataset: cannot map ", path, " (", bytes_,
-                    " bytes): ", std::strerror(err));
+                    " bytes): ", std::strerror(errno));
         addr_ = p;
-    } else {
-        ::close(fd);
     }
 }
 
-MmapDataset::Mapping::~Mapping() {
+MmapDataset::Source::~Source() {
     if (addr_) ::munmap(addr_, bytes_);
+}
+
+void MmapDataset::Source::read(void* dst, int64_t n, int64_t offset) const {
+    if (fd_.get() < 0) {
+        std::memcpy(dst, at(offset), size_t(n));
+        return;
+    }
+    read_exact(fd_.get(), dst, uint64_t(n), uint64_t(offset), "MmapDataset: " + path_);
 }
 
 MmapDataset::MmapDataset(const std::string& inputs_path, const std::string& labels_path,
@@ -60,8 +60,8 @@ MmapDataset::MmapDataset(const std::string& inputs_path, const std::string& labe
                 shape_str(sample_shape_), " overflows");
     label_bytes_ = dtype_size(lt);
 
-    inputs_ = std::make_unique<Mapping>(inputs_path);
-    labels_ = std::make_unique<Mapping>(labels_path);
+    inputs_ = std::make_unique<Source>(inputs_path, !options.copy_on_read);
+    labels_ = std::make_unique<Source>(labels_path, !options.copy_on_read);
     const int64_t ibytes = inputs_->bytes() - options.inputs_offset;
     EMBER_CHECK(ibytes >= 0 && ibytes % sample_bytes_ == 0, "MmapDataset: ", inputs_path, " holds ",
                 inputs_->bytes(), " bytes; after the ", options.inputs_offset,
@@ -75,7 +75,8 @@ MmapDataset::MmapDataset(const std::string& inputs_path, const std::string& labe
 }
 
 std::shared_ptr<MmapDataset> MmapDataset::from_idx(const std::string& images_path,
-                                                   const std::string& labels_path, double scale) {
+                                                   const std::string& labels_path, double scale,
+                                                   bool copy_on_read) {
     const IdxInfo im = read_idx_info(images_path), lb = read_idx_info(labels_path);
     auto check = [](const IdxInfo& info, const std::string& path) {
         EMBER_CHECK(!info.compressed, "MmapDataset: ", path,
@@ -94,25 +95,46 @@ std::shared_ptr<MmapDataset> MmapDataset::from_idx(const std::string& images_pat
                                                             .inputs_offset = im.header_bytes,
                                                             .label_dtype = DType::u8,
                                                             .labels_offset = lb.header_bytes,
-                                                            .scale = scale});
+                                                            .scale = scale,
+                                                            .copy_on_read = copy_on_read});
 }
 
 int64_t MmapDataset::read(int64_t i, float* out) const {
     check_index(i, "MmapDataset");
-    const char* src = inputs_->data() + options_.inputs_offset + i * sample_bytes_;
+    const int64_t at = options_.inputs_offset + i * sample_bytes_;
     visit_dtype(options_.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* p = reinterpret_cast<const T*>(src);
-        for (int64_t j = 0; j < numel_; ++j) out[j] = static_cast<float>(p[j]) * scale_;
+        if (!options_.copy_on_read) {
+            const T* p = reinterpret_cast<const T*>(inputs_->at(at));
+            for (int64_t j = 0; j < numel_; ++j) out[j] = static_cast<float>(p[j]) * scale_;
+            return;
+        }
+        // A chunk at a time through the stack: read() allocates nothing.
+        constexpr int64_t kChunk = 4096 / int64_t(sizeof(T));
+        T chunk[kChunk];
+        for (int64_t j = 0; j < numel_; j += kChunk) {
+            const int64_t n = std::min(kChunk, numel_ - j);
+            inputs_->read(chunk, n * int64_t(sizeof(T)), at + j * int64_t(sizeof(T)));
+            for (int64_t k = 0; k < n; ++k) out[j + k] = static_cast<float>(chunk[k]) * scale_;
+        }
     });
-    const char* l = labels_->data() + options_.labels_offset + i * label_bytes_;
+    const int64_t l = options_.labels_offset + i * label_bytes_;
     switch (options_.label_dtype) {
-        case DType::u8:
-            return *reinterpret_cast<const uint8_t*>(l);
-        case DType::i32:
-            return *reinterpret_cast<const int32_t*>(l);
-        default:
-            return *reinterpret_cast<const int64_t*>(l);
+        case DType::u8: {
+            uint8_t v;
+            labels_->read(&v, 1, l);
+            return v;
+        }
+        case DType::i32: {
+            int32_t v;
+            labels_->read(&v, 4, l);
+            return v;
+        }
+        default: {
+            int64_t v;
+            labels_->read(&v, 8, l);
+            return v;
+        }
     }
 }
 

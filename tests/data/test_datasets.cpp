@@ -244,7 +244,7 @@ TEST_CASE("MmapDataset: raw files mapped, read like the same data in memory", "[
                                         {.dtype = DType::f32, .inputs_offset = 6}),
                             "multiples of their element sizes");
     REQUIRE_THROWS_WITH_MSG(MmapDataset(dir.file("none"), dir.file("y.bin"), {2, 3}),
-                            "cannot open " + dir.file("none"));
+                            "MmapDataset: " + dir.file("none") + ": cannot open: No such file");
     REQUIRE_THROWS_WITH_MSG(ds.read(5, nullptr), "MmapDataset: index 5 is out of range");
 
     // from_idx over raw IDX files equals FashionMNIST over the same bytes.

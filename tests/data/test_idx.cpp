@@ -177,8 +177,9 @@ TEST_CASE("read_idx: corrupt and cut-off gzip streams", "[data][idx]") {
 
 TEST_CASE("read_idx: missing files and folders", "[data][idx]") {
     TempDir dir;
-    REQUIRE_THROWS_WITH_MSG(read_idx(dir.file("nope")), "cannot open " + dir.file("nope"));
-    REQUIRE_THROWS_WITH_MSG(read_idx(dir.path), "is not a regular file");
+    REQUIRE_THROWS_WITH_MSG(read_idx(dir.file("nope")),
+                            "read_idx: " + dir.file("nope") + ": cannot open: No such file");
+    REQUIRE_THROWS_WITH_MSG(read_idx(dir.path), "is a directory; a regular file is needed");
 }
 
 TEST_CASE("read_idx: Fashion-MNIST headers", "[data][idx][fashion]") {

@@ -25,6 +25,8 @@ int main(int argc, char** argv) try {
 
     int64_t step = 0;
     for (int64_t epoch = 0; step < steps; ++epoch) {
+        // An epoch without batches would make this loop spin forever.
+        if (loader.size() == 0) throw Error("the training loader yields no batches");
         for (data::Batch& batch : loader.epoch(epoch)) {
             Tensor loss = cross_entropy((*model)(batch.input), batch.target);
             opt.zero_grad();
