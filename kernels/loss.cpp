@@ -42,6 +42,17 @@ void check_targets(const char* op, const Tensor& t, const CrossEntropyArgs& a) {
 
 }  // namespace
 
+void check_class_targets(const char* op, const Tensor& target, int64_t classes,
+                         int64_t ignore_index) {
+    EMBER_CHECK(target.defined(), op, ": undefined target");
+    EMBER_CHECK(target.dtype() == DType::i64 && target.dim() == 1, op,
+                ": expected target i64 [N] (class indices), got ", describe(target));
+    const CrossEntropyArgs a{classes, 0.0, ignore_index};
+    const Tensor t = contiguous(target);
+    dispatch({"check_class_targets", target.device(), {&t}}, [&] { check_targets(op, t, a); },
+             no_kernel);
+}
+
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                           double label_smoothing, int64_t ignore_index) {
     const char* op = "cross_entropy_forward";

@@ -44,4 +44,13 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& lse,
                               const Tensor& target, double label_smoothing, int64_t ignore_index);
 
+/// Throws an ember::Error led by `op` (the op the user called, e.g.
+/// "nll_loss") for the first target outside [0, classes) that is not
+/// ignore_index: "nll_loss: target 5 at row 2 is out of range for 5 classes
+/// (ignore_index -100)". target: i64 [N], any layout. Composite losses call
+/// it before indexing with the targets, so the error names them and the
+/// argument rather than the gather inside.
+void check_class_targets(const char* op, const Tensor& target, int64_t classes,
+                         int64_t ignore_index);
+
 }  // namespace ember::kernels

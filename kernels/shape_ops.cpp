@@ -90,6 +90,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
     const char* op = "split";
+    EMBER_CHECK(t.defined(), op, ": undefined tensor");
     EMBER_CHECK(t.dim() > 0, op, ": cannot split a zero-dimensional tensor (", describe(t), ")");
     dim = wrap_dim(dim, t.dim(), op);
     EMBER_CHECK(split_size > 0, op, ": split_size must be positive, got ", split_size);
@@ -103,6 +104,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
     const char* op = "split";
+    EMBER_CHECK(t.defined(), op, ": undefined tensor");
     EMBER_CHECK(t.dim() > 0, op, ": cannot split a zero-dimensional tensor (", describe(t), ")");
     dim = wrap_dim(dim, t.dim(), op);
     int64_t sum = 0;
@@ -126,6 +128,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
     const char* op = "chunk";
+    EMBER_CHECK(t.defined(), op, ": undefined tensor");
     EMBER_CHECK(chunks > 0, op, ": chunks must be positive, got ", chunks);
     EMBER_CHECK(t.dim() > 0, op, ": cannot chunk a zero-dimensional tensor (", describe(t), ")");
     dim = wrap_dim(dim, t.dim(), op);

@@ -47,8 +47,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
 }
 
 Tensor Linear::forward(const Tensor& x) {
-    EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(in=", in_, ", out=", out_,
-                "): input of shape ", shape_str(x.shape()), " does not end in ", in_);
+    EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear(in=", in_, ", out=", out_,
+                "): input of shape ", x.defined() ? shape_str(x.shape()) : "undefined",
+                " does not end in ", in_);
     return linear(x, weight, bias);
 }
 

@@ -69,11 +69,19 @@ Tensor cross_entropy(const Tensor& logits0, const Tensor& target, const CrossEnt
 
 Tensor nll_loss(const Tensor& log_probs0, const Tensor& target, const NllLossOptions& o) {
     const Tensor log_probs = amp::cast_input("nll_loss", log_probs0);
+    // Everything the ops below would check is checked here first, so that an
+    // error names nll_loss and its argument, not the gather inside.
+    EMBER_CHECK(log_probs.defined() && target.defined(), "nll_loss: undefined tensor (log_probs ",
+                log_probs.defined() ? shape_str(log_probs.shape()) : "undefined", ", target ",
+                target.defined() ? shape_str(target.shape()) : "undefined", ")");
     EMBER_CHECK(log_probs.dim() == 2 && target.dim() == 1 && target.size(0) == log_probs.size(0),
                 "nll_loss: expected log_probs [N, C] and target [N], got ",
                 shape_str(log_probs.shape()), " and ", shape_str(target.shape()));
+    EMBER_CHECK(is_floating(log_probs.dtype()), "nll_loss: log_probs must be floating-point, got ",
+                dtype_name(log_probs.dtype()));
     EMBER_CHECK(target.dtype() == DType::i64, "nll_loss: target must be i64, got ",
                 dtype_name(target.dtype()));
+    k::check_class_targets("nll_loss", target, log_probs.size(1), o.ignore_index);
     const Tensor keep = k::ne(target, double(o.ignore_index));
     // Ignored rows read class 0 (always valid) and are masked out.
     const Tensor safe = k::where(keep, target, k::mul(target, 0.0).to(DType::i64));
@@ -87,8 +95,14 @@ Tensor nll_loss(const Tensor& log_probs0, const Tensor& target, const NllLossOpt
 Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction) {
     const Tensor input = amp::cast_input("mse_loss", input0),
                  target = amp::cast_input("mse_loss", target0);
+    EMBER_CHECK(input.defined() && target.defined(), "mse_loss: undefined tensor (input ",
+                input.defined() ? shape_str(input.shape()) : "undefined", ", target ",
+                target.defined() ? shape_str(target.shape()) : "undefined", ")");
     EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
                 " and target ", shape_str(target.shape()), " differ in shape");
+    EMBER_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()),
+                "mse_loss: input and target must be floating-point, got ",
+                dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
     const Tensor d = sub(input, target);
     const Tensor sq = mul(d, d);
     // mean, not sum / numel: f16 would overflow the sum (and the count past

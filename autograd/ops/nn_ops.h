@@ -51,9 +51,11 @@ struct NllLossOptions {
     Reduction reduction = Reduction::mean;
     int64_t ignore_index = -100;
 };
-/// −log_probs[i, target_i], reduced; log_probs [N, C].
+/// −log_probs[i, target_i], reduced; log_probs floating [N, C], target i64
+/// [N]. A target outside [0, C) that is not ignore_index is an error naming
+/// nll_loss, the target, its row and the class count.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
-/// (input − target)², reduced.
+/// (input − target)², reduced; both floating-point, of one shape.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 
 }  // namespace ember

@@ -100,6 +100,7 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+    EMBER_CHECK(x.defined(), "dropout: undefined tensor");
     EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
     if (!training || p == 0) return x;
     if (p == 1) return mul(x, 0.0);  // every element dropped (recorded: gradient 0)

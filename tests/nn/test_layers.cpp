@@ -114,6 +114,8 @@ TEST_CASE("Linear: errors name the sizes", "[nn][layers]") {
                             "Linear(in=3, out=4): input of shape [5, 7] does not end in 3");
     REQUIRE_THROWS_WITH_MSG(lin(zeros({})),
                             "Linear(in=3, out=4): input of shape [] does not end in 3");
+    REQUIRE_THROWS_WITH_MSG(lin(Tensor()),
+                            "Linear(in=3, out=4): input of shape undefined does not end in 3");
     REQUIRE_THROWS_WITH_MSG(nn::Linear(0, 4), "Linear: in_features must be positive, got 0");
     REQUIRE_THROWS_WITH_MSG(nn::Linear(3, -1), "Linear: out_features must be positive, got -1");
 }
