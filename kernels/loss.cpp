@@ -58,8 +58,8 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
     const char* op = "cross_entropy_forward";
     const CrossEntropyArgs a = check_args(op, logits, target, label_smoothing, ignore_index);
     const int64_t n = logits.size(0);
-    const TensorOptions o = like(logits, acc_dtype(logits.dtype()));
-    CrossEntropyForward r{empty({n}, o), empty({n}, o)};
+    CrossEntropyForward r{empty({n}, like(logits, acc_dtype(logits.dtype()))),
+                          empty({n}, like(logits, DType::f64))};  // Note [lse in f64]
     // perf: strided inputs are copied first; the kernel reads contiguous rows.
     const Tensor t = contiguous(target), x = contiguous(logits);
     const View loss = view_of(r.loss, op), lse = view_of(r.lse, op), vx = view_of(x, op),
@@ -85,8 +85,8 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
     check_floating(grad_loss, op);
     EMBER_CHECK(grad_loss.shape() == Shape{n}, op, ": expected grad_loss [", n, "] for logits ",
                 describe(logits), ", got ", describe(grad_loss));
-    EMBER_CHECK(lse.shape() == Shape{n} && lse.dtype() == acc, op, ": expected lse ",
-                dtype_name(acc), " [", n, "] (cross_entropy_forward's) for logits ",
+    EMBER_CHECK(lse.shape() == Shape{n} && lse.dtype() == DType::f64, op,
+                ": expected lse f64 [", n, "] (cross_entropy_forward's) for logits ",
                 describe(logits), ", got ", describe(lse));
     Tensor out = empty(logits.shape(), like(logits));
     // perf: strided inputs are copied first (grad_loss also to the

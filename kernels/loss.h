@@ -17,11 +17,15 @@ struct CrossEntropyArgs {
     int64_t ignore_index;
 };
 
-/// What cross_entropy_forward returns. Both are [N], f32 for f32/f16/bf16
-/// logits and f64 for f64 logits.
+/// What cross_entropy_forward returns, both [N].
 struct CrossEntropyForward {
-    Tensor loss;  ///< per-sample loss; 0 for rows whose target is ignore_index
-    Tensor lse;   ///< log Σ_c exp(x[i, c]), saved for the backward
+    /// Per-sample loss, 0 for rows whose target is ignore_index: f32 for
+    /// f32/f16/bf16 logits, f64 for f64 logits.
+    Tensor loss;
+    /// log Σ_c exp(x[i, c]), saved for the backward: f64 for every logits
+    /// dtype, because its f32 rounding at |x| ~ 1e4 (5e-4) would become the
+    /// backward's relative error (Note [lse in f64], kernels/cpu/loss.cpp).
+    Tensor lse;
 };
 
 /// Per-sample cross-entropy with label smoothing ε in [0, 1]:
@@ -36,9 +40,10 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                                           double label_smoothing, int64_t ignore_index);
 
 /// grad_logits[i, c] = g_i·(exp(x[i, c] − lse_i) − (1 − ε)·[c == t_i] − ε / C),
-/// zero rows for ignored targets. grad_loss is the [N] upstream gradient of the
-/// per-sample loss (already divided by the count when the caller takes a
-/// mean), any floating dtype; lse is cross_entropy_forward's. Returns a new
+/// zero rows for ignored targets, the exponent and exp in f64. grad_loss is
+/// the [N] upstream gradient of the per-sample loss (already divided by the
+/// count when the caller takes a mean), any floating dtype; lse is
+/// cross_entropy_forward's (f64 [N]). Returns a new
 /// contiguous tensor of the logits' shape and dtype. Targets are checked as in
 /// the forward.
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& lse,

@@ -3,9 +3,10 @@
 //
 // Math:  m = max_c x_c; lse = m + log Σ_c exp(x_c − m) (in f64);
 //        loss = lse − (1 − ε)·x_t − (ε / C)·Σ_c x_c (in f64, rounded once);
-//        grad_c = g·(exp(x_c − lse) − (1 − ε)·[c == t] − ε / C).
-// Dtypes: logits f32, f64, f16, bf16; loss, lse and grad_loss in the
-//        accumulation dtype (f32, or f64 for f64 logits); targets i64.
+//        grad_c = g·(exp(x_c − lse) − (1 − ε)·[c == t] − ε / C), the
+//        exponent and the exp in f64 (Note [lse in f64]).
+// Dtypes: logits f32, f64, f16, bf16; loss and grad_loss in the
+//        accumulation dtype (f32, or f64 for f64 logits); lse f64; targets i64.
 // Cost:  forward reads N·C logits twice (max, then exp and sums: the second
 //        pass hits the cache for rows that fit), ~20 FLOPs per logit (the exp);
 //        backward reads and writes N·C once. Deterministic: one row per
@@ -23,6 +24,14 @@ namespace {
 
 using math::cast;
 
+// Note [lse in f64]
+// The backward's probabilities are exp(x_c − lse). Logits of magnitude 1e4
+// give an lse near 1e4, whose f32 rounding (half an ulp: 5e-4) would become
+// the relative error of every probability. So the forward stores lse in f64
+// whatever the logits' dtype, and the backward forms x_c − lse and its exp in
+// f64 before rounding once: the probabilities are then good to an f32 ulp
+// (tests/kernels/test_loss.cpp shifts logits by ±1e4 against an f64 reference).
+
 template <class T>
 void forward_impl(const View& loss, const View& lse, const View& logits, const View& target,
                   const CrossEntropyArgs& a) {
@@ -31,7 +40,7 @@ void forward_impl(const View& loss, const View& lse, const View& logits, const V
     const T* x = logits.ptr<const T>();
     const int64_t* t = target.ptr<const int64_t>();
     A* lo = loss.ptr<A>();
-    A* ls = lse.ptr<A>();
+    double* ls = lse.ptr<double>();
     const double eps = a.label_smoothing;
     parallel_ranges(n, n * C, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
@@ -45,7 +54,7 @@ void forward_impl(const View& loss, const View& lse, const View& logits, const V
                 sx += double(v);
             }
             const double l = double(m) + std::log(s);
-            ls[i] = A(l);
+            ls[i] = l;
             if (t[i] == a.ignore_index) {
                 lo[i] = A(0);
                 continue;
@@ -65,7 +74,7 @@ void backward_impl(const View& grad_logits, const View& grad_loss, const View& l
     const T* x = logits.ptr<const T>();
     const int64_t* t = target.ptr<const int64_t>();
     const A* g = grad_loss.ptr<const A>();
-    const A* ls = lse.ptr<const A>();
+    const double* ls = lse.ptr<const double>();
     T* gx = grad_logits.ptr<T>();
     const A on = A(1 - a.label_smoothing), off = A(a.label_smoothing / double(C));
     parallel_ranges(n, n * C, [&](int64_t b, int64_t e) {
@@ -76,10 +85,12 @@ void backward_impl(const View& grad_logits, const View& grad_loss, const View& l
                 for (int64_t c = 0; c < C; ++c) out[c] = cast<T>(A(0));
                 continue;
             }
-            const A gi = g[i], l = ls[i];
-            for (int64_t c = 0; c < C; ++c)
-                out[c] = cast<T>(gi * (std::exp(cast<A>(row[c]) - l) - off));
-            out[t[i]] = cast<T>(gi * (std::exp(cast<A>(row[t[i]]) - l) - off - on));
+            const A gi = g[i];
+            const double l = ls[i];
+            // perf: libm exp in f64, not vectorized (Note [lse in f64])
+            auto p = [&](int64_t c) { return A(std::exp(double(cast<A>(row[c])) - l)); };
+            for (int64_t c = 0; c < C; ++c) out[c] = cast<T>(gi * (p(c) - off));
+            out[t[i]] = cast<T>(gi * (p(t[i]) - off - on));
         }
     });
 }
@@ -98,7 +109,7 @@ void cross_entropy_forward(const View& loss, const View& lse, const View& logits
                            const View& target, const CrossEntropyArgs& a) {
     EMBER_INTERNAL_ASSERT(logits.is_contiguous() && target.is_contiguous() &&
                           loss.is_contiguous() && lse.is_contiguous() && logits.ndim == 2 &&
-                          logits.shape[1] == a.classes);
+                          logits.shape[1] == a.classes && lse.dtype == DType::f64);
     visit_floating(logits.dtype, "cross_entropy_forward", [&](auto tag) {
         forward_impl<typename decltype(tag)::type>(loss, lse, logits, target, a);
     });
@@ -109,7 +120,7 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
     EMBER_INTERNAL_ASSERT(logits.is_contiguous() && grad_logits.is_contiguous() &&
                           grad_loss.is_contiguous() && lse.is_contiguous() &&
                           target.is_contiguous() && logits.ndim == 2 &&
-                          logits.shape[1] == a.classes && grad_loss.dtype == lse.dtype);
+                          logits.shape[1] == a.classes && lse.dtype == DType::f64);
     visit_floating(logits.dtype, "cross_entropy_backward", [&](auto tag) {
         backward_impl<typename decltype(tag)::type>(grad_logits, grad_loss, logits, lse, target, a);
     });

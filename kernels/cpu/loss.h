@@ -15,13 +15,15 @@ namespace ember::kernels::cpu {
 /// the parallel kernels, which then never see a bad target.
 std::optional<int64_t> cross_entropy_bad_target(const View& target, const CrossEntropyArgs& a);
 
-/// loss and lse [N] (contiguous, the accumulation dtype of logits: f32 or
-/// f64) from logits [N, C] (contiguous, floating) and valid targets.
+/// loss [N] (contiguous, the accumulation dtype of logits: f32 or f64) and
+/// lse [N] (contiguous f64) from logits [N, C] (contiguous, floating) and
+/// valid targets.
 void cross_entropy_forward(const View& loss, const View& lse, const View& logits,
                            const View& target, const CrossEntropyArgs& a);
 
-/// grad_logits [N, C] (contiguous, logits' dtype) from grad_loss and lse [N]
-/// (contiguous, the accumulation dtype), logits and valid targets.
+/// grad_logits [N, C] (contiguous, logits' dtype) from grad_loss [N]
+/// (contiguous, the accumulation dtype), lse [N] (contiguous f64), logits
+/// and valid targets.
 void cross_entropy_backward(const View& grad_logits, const View& grad_loss, const View& logits,
                             const View& lse, const View& target, const CrossEntropyArgs& a);
 

@@ -178,6 +178,22 @@ TEST_CASE("cross_entropy of f32 logits and of huge logits", "[grad][loss]") {
     }
 }
 
+TEST_CASE("grad: cross_entropy of f32 logits shifted by 1e4 matches f64", "[grad][loss]") {
+    // The same logits in f64 and in f32 (the f64 copy of the stored floats):
+    // the f32 gradient must be the f64 one to f32 precision.
+    for (double shift : {1e4, -1e4}) {
+        INFO("shift " << shift);
+        const Tensor base = add(random_tensor({8, 30}, DType::f32, 335, -3, 3), shift);
+        const Tensor x32 = base.detach(), x64 = base.to(DType::f64);
+        x32.set_requires_grad(true);
+        x64.set_requires_grad(true);
+        const std::vector<int64_t> t = {0, 29, 3, -100, 7, 7, 12, 5};
+        for (const Tensor& x : {x32, x64})
+            cross_entropy(x, targets(t), {0.1, Reduction::sum, -100}).backward();
+        check_close(x32.grad(), x64.grad(), 1e-6, 3e-7);
+    }
+}
+
 TEST_CASE("cross_entropy argument errors", "[grad][loss]") {
     const Tensor x = leaf({6, 5}, 340);
     REQUIRE_THROWS_WITH_MSG(cross_entropy(leaf({5}, 341), targets({1})), "expected logits [N, C]");

@@ -133,6 +133,33 @@ TEST_CASE("softmax backwards agree with central differences of the forwards",
     }
 }
 
+// log_softmax's backward reads its own output, (x − m) − log s, which stays
+// exact near ±1e4 (x − m of two nearby floats is exact): it never needed an
+// lse in f64 as cross_entropy did (Note [lse in f64], kernels/cpu/loss.cpp).
+TEST_CASE("log_softmax_backward keeps f32 precision for inputs shifted by 1e4",
+          "[softmax][backward]") {
+    uint64_t seed = 400;
+    for (double shift : {1e4, -1e4}) {
+        for (int64_t dim : {1, 0}) {
+            INFO("shift " << shift << ", dim " << dim);
+            const Tensor x = add(random_tensor({24, 37}, DType::f32, seed++, -4, 4), shift);
+            const Tensor g = random_tensor({24, 37}, DType::f32, seed++, -1, 1);
+            // f64 reference from the stored f32 inputs: g − softmax(x) · Σ g along dim.
+            const std::vector<double> p = ref::softmax(x, dim, false), gv = values(g);
+            std::vector<double> want(gv.size());
+            for (int64_t i = 0; i < 24; ++i)
+                for (int64_t j = 0; j < 37; ++j) {
+                    double sum = 0;
+                    for (int64_t k2 = 0; k2 < (dim == 1 ? 37 : 24); ++k2)
+                        sum += gv[size_t(dim == 1 ? i * 37 + k2 : k2 * 37 + j)];
+                    want[size_t(i * 37 + j)] = gv[size_t(i * 37 + j)] - p[size_t(i * 37 + j)] * sum;
+                }
+            const Tensor gx = k::log_softmax_backward(g, k::log_softmax(x, dim), dim);
+            check_close(gx, want, 1e-5, 1e-6);
+        }
+    }
+}
+
 TEST_CASE("softmax backwards give the same bits for 1 and 2 threads", "[softmax][backward]") {
     for (const Shape& shape : {Shape{64, 3000}, Shape{300, 700, 3}}) {
         INFO(shape_str(shape));
