@@ -65,7 +65,10 @@ int64_t Tensor::numel() const {
 }
 
 void* Tensor::data_ptr() const {
-    return static_cast<char*>(storage()->data()) + offset() * element_size();
+    char* base = static_cast<char*>(storage()->data());
+    // from_blob(nullptr, ...) makes empty tensors over no memory: no offset
+    // may be applied to that null pointer, even for views of them.
+    return base ? base + offset() * element_size() : nullptr;
 }
 
 bool Tensor::is_contiguous() const {
@@ -105,20 +108,26 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, TensorOpt
                  std::function<void(void*)> deleter) {
     EMBER_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape_str(shape),
                 " and strides ", shape_str(strides), " differ in length");
+    for (int64_t d : shape)
+        EMBER_CHECK(d >= 0, "from_blob: negative size in shape ", shape_str(shape));
     const int64_t n = shape_numel(shape);
     EMBER_CHECK(data != nullptr || n == 0, "from_blob: null data for shape ", shape_str(shape));
-    int64_t extent = n > 0 ? 1 : 0;  // elements spanned
+    for (int64_t st : strides)
+        EMBER_CHECK(st >= 0, "from_blob: negative stride in ", shape_str(strides));
+    int64_t extent = n > 0 ? 1 : 0, nbytes = 0;  // elements spanned
     for (size_t i = 0; i < shape.size() && n > 0; ++i) {
-        EMBER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
         int64_t span = 0;
         EMBER_CHECK(!__builtin_mul_overflow(shape[i] - 1, strides[i], &span) &&
                         !__builtin_add_overflow(extent, span, &extent),
                     "from_blob: shape ", shape_str(shape), " with strides ", shape_str(strides),
                     " overflows");
     }
-    return make_tensor(wrap_storage(data, size_t(extent * dtype_size(o.dtype)), o.device,
-                                    std::move(deleter)),
-                       shape, strides, 0, o.dtype);
+    // In bytes too (found by fuzzing: tests/fuzz).
+    EMBER_CHECK(!__builtin_mul_overflow(extent, dtype_size(o.dtype), &nbytes), "from_blob: shape ",
+                shape_str(shape), " with strides ", shape_str(strides), " spans ", extent,
+                " elements of ", dtype_name(o.dtype), ", more bytes than int64 can count");
+    return make_tensor(wrap_storage(data, size_t(nbytes), o.device, std::move(deleter)), shape,
+                       strides, 0, o.dtype);
 }
 
 Tensor from_blob(void* data, const Shape& shape, TensorOptions o,

@@ -103,7 +103,9 @@ Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim) {
     EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
     Shape s(shape.begin(), shape.begin() + a);
     int64_t n = 1;
-    for (int64_t i = a; i <= b; ++i) n *= shape[size_t(i)];
+    for (int64_t i = a; i <= b; ++i)  // only an empty tensor's can overflow
+        EMBER_CHECK(!__builtin_mul_overflow(n, shape[size_t(i)], &n), "flatten: dims ", a, " to ",
+                    b, " of shape ", shape_str(shape), " hold more elements than int64 counts");
     s.push_back(n);
     s.insert(s.end(), shape.begin() + b + 1, shape.end());
     return s;
@@ -149,6 +151,11 @@ Tensor slice(const Tensor& self, int64_t d, int64_t start, int64_t end, int64_t 
     end = std::max(clamp(end), start);
     Shape s = self.shape(), st = self.strides();
     s[size_t(d)] = end > start ? (end - start - 1) / step + 1 : 0;
+    // Note [Views of empty tensors]
+    // The strides of an empty tensor never reach an element and may be
+    // anything (huge sizes elsewhere, contiguous_strides' reset on overflow):
+    // views of one do no arithmetic on them, and the offset stays put.
+    if (self.numel() == 0) return with_layout(self, s, st, self.offset());
     if (s[size_t(d)] > 1) st[size_t(d)] *= step;  // cannot overflow: the result stays in the storage
     return with_layout(self, s, st, self.offset() + start * self.strides()[size_t(d)]);
 }
@@ -174,7 +181,9 @@ Tensor select(const Tensor& self, int64_t d, int64_t index) {
     Shape s = self.shape(), st = self.strides();
     s.erase(s.begin() + d);
     st.erase(st.begin() + d);
-    return with_layout(self, s, st, self.offset() + index * self.strides()[size_t(d)]);
+    // Note [Views of empty tensors] (in slice)
+    const int64_t step = self.numel() == 0 ? 0 : index * self.strides()[size_t(d)];
+    return with_layout(self, s, st, self.offset() + step);
 }
 
 Tensor expand(const Tensor& self, const Shape& target) {
@@ -224,7 +233,11 @@ Tensor squeeze(const Tensor& self, int64_t d) {
 Tensor unsqueeze(const Tensor& self, int64_t d) {
     d = wrap_dim(d, self.dim() + 1, "unsqueeze");
     Shape s = self.shape(), st = self.strides();
-    const int64_t stride = d < self.dim() ? s[size_t(d)] * st[size_t(d)] : 1;
+    // The new size-1 dim's stride is never stepped; the usual size x stride
+    // of the dim after it, unless that overflows (an empty tensor's may).
+    int64_t stride = 1;
+    if (d < self.dim() && __builtin_mul_overflow(s[size_t(d)], st[size_t(d)], &stride))
+        stride = 1;
     s.insert(s.begin() + d, 1);
     st.insert(st.begin() + d, stride);
     return with_layout(self, s, st, self.offset());
@@ -234,21 +247,28 @@ Tensor as_strided(const Tensor& self, const Shape& s, const Shape& st, int64_t o
     EMBER_CHECK(s.size() == st.size(), "as_strided: shape ", shape_str(s), " and strides ",
                 shape_str(st), " differ in length");
     EMBER_CHECK(off >= 0, "as_strided: negative offset ", off);
-    int64_t last = off;
-    if (shape_numel(s) > 0) {
-        for (size_t i = 0; i < s.size(); ++i) {
-            EMBER_CHECK(st[i] >= 0, "as_strided: negative stride in ", shape_str(st));
-            int64_t span = 0;
-            EMBER_CHECK(!__builtin_mul_overflow(s[i] - 1, st[i], &span) &&
-                            !__builtin_add_overflow(last, span, &last),
-                        "as_strided: shape ", shape_str(s), " with strides ", shape_str(st),
-                        " overflows");
-        }
-        const int64_t capacity = int64_t(self.storage()->nbytes()) / self.element_size();
-        EMBER_CHECK(last < capacity, "as_strided: shape ", shape_str(s), " strides ",
-                    shape_str(st), " offset ", off, " reach element ", last,
-                    " of a storage holding ", capacity);
+    for (int64_t d : s) EMBER_CHECK(d >= 0, "as_strided: negative size in shape ", shape_str(s));
+    for (int64_t d : st)
+        EMBER_CHECK(d >= 0, "as_strided: negative stride in ", shape_str(st));
+    const int64_t capacity = int64_t(self.storage()->nbytes()) / self.element_size();
+    if (shape_numel(s) == 0) {
+        // Nothing is read through an empty view, but its offset still makes
+        // its data pointer: it may end the storage (as an empty slice does),
+        // not lie past it (found by fuzzing: tests/fuzz/regressions).
+        EMBER_CHECK(off <= capacity, "as_strided: offset ", off, " of an empty view is past the ",
+                    capacity, " elements of the storage");
+        return with_layout(self, s, st, off);
     }
+    int64_t last = off;
+    for (size_t i = 0; i < s.size(); ++i) {
+        int64_t span = 0;
+        EMBER_CHECK(!__builtin_mul_overflow(s[i] - 1, st[i], &span) &&
+                        !__builtin_add_overflow(last, span, &last),
+                    "as_strided: shape ", shape_str(s), " with strides ", shape_str(st),
+                    " overflows");
+    }
+    EMBER_CHECK(last < capacity, "as_strided: shape ", shape_str(s), " strides ", shape_str(st),
+                " offset ", off, " reach element ", last, " of a storage holding ", capacity);
     return with_layout(self, s, st, off);
 }
 

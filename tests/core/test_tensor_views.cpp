@@ -148,3 +148,34 @@ TEST_CASE("empty tensors may have huge other dims", "[views]") {
         CHECK(z.reshape({0}).numel() == 0);
     }
 }
+
+// Found by fuzzing (tests/fuzz/regressions/tensor_args): each was signed
+// overflow, which the UBSan builds report and the others silently wrap.
+TEST_CASE("layouts that reach past int64 in bytes or offsets are errors", "[views][errors]") {
+    std::vector<float> host(4);
+    // Elements that fit, bytes that do not.
+    REQUIRE_THROWS_WITH_MSG(from_blob(host.data(), {int64_t(1) << 62}, {1}),
+                            "more bytes than int64 can count");
+    REQUIRE_THROWS_WITH_MSG(from_blob(host.data(), {2}, {-1}), "from_blob: negative stride");
+    REQUIRE_THROWS_WITH_MSG(from_blob(host.data(), {-2}, {1}), "from_blob: negative size");
+    // An empty view's offset may end the storage, not lie past it.
+    Tensor x = zeros({10});
+    CHECK(x.as_strided({0, 3}, {1, 1}, 10).numel() == 0);
+    REQUIRE_THROWS_WITH_MSG(x.as_strided({1, 12, 4, 0}, {3, 4, 4, 1}, int64_t(1) << 62),
+                            "as_strided: offset 4611686018427387904 of an empty view is past the "
+                            "10 elements of the storage");
+    REQUIRE_THROWS_WITH_MSG(x.as_strided({0}, {-1}, 0), "as_strided: negative stride");
+}
+
+TEST_CASE("views of empty tensors with huge dims do no arithmetic on their strides", "[views]") {
+    const int64_t big = int64_t(1) << 47;
+    Tensor z = empty({big, big, 0});  // contiguous_strides resets on overflow
+    CHECK(z.slice(0, big - 1, big).offset() == z.offset());
+    CHECK(z.select(1, big - 1).offset() == z.offset());
+    CHECK(z.narrow(0, big - 2, 2).shape() == Shape{2, big, 0});
+    CHECK(z.unsqueeze(0).shape() == Shape{1, big, big, 0});
+    CHECK(z.flatten(1, 2).shape() == Shape{big, 0});
+    REQUIRE_THROWS_WITH_MSG(z.flatten(0, 1),
+                            "flatten: dims 0 to 1 of shape [140737488355328, 140737488355328, 0] "
+                            "hold more elements than int64 counts");
+}
