@@ -176,7 +176,8 @@ TEST_CASE("save_safetensors removes what killed saves left, not what live ones h
     write_bytes(dir.file("notes.txt"), {1, 2, 3});
 
     // A child saves the big file over and over; it is stopped in the middle
-    // of a write, so its temporary file exists and a live writer owns it.
+    // of a write (its temporary file has bytes, so the writer holds its lock:
+    // core/atomic_file.cpp takes it before writing), and so it lives.
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
@@ -193,14 +194,21 @@ TEST_CASE("save_safetensors removes what killed saves left, not what live ones h
                 t.push_back(name);
         return t;
     };
+    auto writing = [&] {  // a temporary file that has bytes already
+        for (const std::string& name : temporaries()) {
+            std::error_code ec;
+            if (fs::file_size(dir.file(name), ec) > 0 && !ec) return true;
+        }
+        return false;
+    };
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     bool stopped = false;
     while (!stopped && std::chrono::steady_clock::now() < deadline) {
-        if (!temporaries().empty()) {
+        if (writing()) {
             ::kill(child, SIGSTOP);
             int status = 0;
             ::waitpid(child, &status, WUNTRACED);
-            stopped = !temporaries().empty();  // it may have renamed just before the stop
+            stopped = writing();  // it may have renamed just before the stop
             if (!stopped) ::kill(child, SIGCONT);
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
