@@ -15,6 +15,7 @@
 
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
+#include "idx_cases.h"
 #include "support.h"
 
 namespace ember::test {
@@ -34,8 +35,6 @@ struct TempDir {
     std::string file(const std::string& name) const { return path + "/" + name; }
 };
 
-using Bytes = std::vector<uint8_t>;
-
 /// Writes bytes as they are, or gzip-compressed through zlib's gzwrite.
 inline void write_file(const std::string& path, const Bytes& bytes, bool gz = false) {
     if (gz) {
@@ -54,34 +53,6 @@ inline void write_file(const std::string& path, const Bytes& bytes, bool gz = fa
 inline Bytes read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-/// An IDX header: 00 00 type ndims, then each size as a big-endian u32.
-inline Bytes idx_header(uint8_t type, const std::vector<uint32_t>& dims) {
-    Bytes b = {0, 0, type, uint8_t(dims.size())};
-    for (uint32_t d : dims) {
-        b.push_back(uint8_t(d >> 24));
-        b.push_back(uint8_t(d >> 16));
-        b.push_back(uint8_t(d >> 8));
-        b.push_back(uint8_t(d));
-    }
-    return b;
-}
-
-inline Bytes concat(Bytes a, const Bytes& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-/// n pseudo-random bytes (a fixed LCG: the tests need variety, not quality).
-inline Bytes random_bytes(size_t n, uint32_t seed) {
-    Bytes b(n);
-    uint32_t s = seed * 2654435761u + 1;
-    for (auto& x : b) {
-        s = s * 1664525u + 1013904223u;
-        x = uint8_t(s >> 24);
-    }
-    return b;
 }
 
 /// Writes u8 images [n, h, w] and u8 labels [n] as IDX files named like Fashion-MNIST's.

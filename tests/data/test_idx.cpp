@@ -109,16 +109,7 @@ TEST_CASE("read_idx: bad headers are errors naming the file and the problem", "[
             REQUIRE_THROWS_WITH_MSG(read_idx(p), p);
         }
     };
-    check({}, "truncated header: 0 bytes, the magic number alone needs 4");
-    check({0, 0}, "truncated header: 2 bytes");
-    check({1, 0, 8, 1, 0, 0, 0, 0}, "bad magic number 01 00 08 01");
-    check({0, 0, 0x0A, 1, 0, 0, 0, 0}, "unknown data type code 0x0A");
-    check({0, 0, 8, 0}, "0 dims in the header");
-    check(idx_header(0x08, {1, 1, 1, 1, 1, 1, 1, 1, 1}), "9 dims in the header");
-    check({0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 3},
-          "truncated header: 3 dims need 16 header bytes, the file holds 12");
-    // Eight dims of 2^32 - 1 f64 elements overflow int64.
-    check(idx_header(0x0E, std::vector<uint32_t>(8, 0xFFFFFFFFu)), "overflow");
+    for (const IdxCase& c : idx_bad_header_cases()) check(c.bytes, c.message);
 }
 
 TEST_CASE("read_idx: data shorter or longer than the header says", "[data][idx]") {

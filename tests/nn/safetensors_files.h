@@ -13,11 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "safetensors_cases.h"
 #include "support.h"
 
 namespace ember::test {
-
-using Bytes = std::vector<uint8_t>;
 
 /// A fresh directory under the system's temporary directory, removed with its
 /// contents when this goes out of scope.
@@ -80,23 +79,6 @@ inline Bytes raw_bytes(const Tensor& t) {
     const Tensor c = t.contiguous();
     const auto* p = static_cast<const uint8_t*>(c.data_ptr());
     return Bytes(p, p + c.numel() * c.element_size());
-}
-
-/// The 8-byte little-endian encoding of v, written out byte by byte.
-inline Bytes le64(uint64_t v) {
-    Bytes b(8);
-    for (int i = 0; i < 8; ++i) b[size_t(i)] = uint8_t(v >> (8 * i));
-    return b;
-}
-
-/// A safetensors file: the length of `header` (as given: no padding added),
-/// the header, then `data`.
-inline Bytes file_bytes(const std::string& header, const Bytes& data) {
-    Bytes b = le64(header.size());
-    b.reserve(8 + header.size() + data.size());
-    for (char c : header) b.push_back(uint8_t(c));
-    for (uint8_t c : data) b.push_back(c);
-    return b;
 }
 
 }  // namespace ember::test
