@@ -153,9 +153,12 @@ Tensor slice(const Tensor& self, int64_t d, int64_t start, int64_t end, int64_t 
     s[size_t(d)] = end > start ? (end - start - 1) / step + 1 : 0;
     // Note [Views of empty tensors]
     // The strides of an empty tensor never reach an element and may be
-    // anything (huge sizes elsewhere, contiguous_strides' reset on overflow):
-    // views of one do no arithmetic on them, and the offset stays put.
-    if (self.numel() == 0) return with_layout(self, s, st, self.offset());
+    // anything (huge sizes elsewhere, contiguous_strides' reset on overflow,
+    // or a huge stride on a size-1 dim): views of one, and views that come
+    // out empty, do no arithmetic on them, and the offset stays put. (An
+    // empty slice at the end of a size-1 dim would otherwise step its
+    // offset a whole stride past the storage: found by fuzzing.)
+    if (self.numel() == 0 || s[size_t(d)] == 0) return with_layout(self, s, st, self.offset());
     if (s[size_t(d)] > 1) st[size_t(d)] *= step;  // cannot overflow: the result stays in the storage
     return with_layout(self, s, st, self.offset() + start * self.strides()[size_t(d)]);
 }

@@ -167,6 +167,18 @@ TEST_CASE("layouts that reach past int64 in bytes or offsets are errors", "[view
     REQUIRE_THROWS_WITH_MSG(x.as_strided({0}, {-1}, 0), "as_strided: negative stride");
 }
 
+TEST_CASE("an empty slice keeps its offset", "[views]") {
+    // A size-1 dim may have any stride; slicing past its one element must not
+    // step the offset by it.
+    Tensor x = zeros({8});
+    Tensor v = x.as_strided({2, 1}, {1, int64_t(1) << 62}, 3);
+    const Tensor e = v.slice(1, 1, 1);
+    CHECK(e.shape() == Shape{2, 0});
+    CHECK(e.offset() == 3);
+    CHECK(v.narrow(1, 1, 0).offset() == 3);
+    CHECK(e.contiguous().numel() == 0);
+}
+
 TEST_CASE("views of empty tensors with huge dims do no arithmetic on their strides", "[views]") {
     const int64_t big = int64_t(1) << 47;
     Tensor z = empty({big, big, 0});  // contiguous_strides resets on overflow
