@@ -56,7 +56,7 @@ std::string resolve_links(const std::string& path, const std::string& context) {
             buf.resize(2 * buf.size());  // the link grew since the lstat
         EMBER_CHECK(n >= 0, context, ": cannot read the symbolic link '", p, "': ", errno_str());
         const std::string link(buf.data(), size_t(n));
-        p = link.front() == '/' ? link : join(split_path(p).first, link);
+        p = !link.empty() && link.front() == '/' ? link : join(split_path(p).first, link);
     }
 }
 
