@@ -7,12 +7,18 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "core/error.h"
 #include "data/idx_cases.h"
 #include "fuzz_targets.h"
+#include "kernels/factories.h"
 #include "nn/safetensors.h"
 #include "nn/safetensors_cases.h"
+#include "optim/adam.h"
+#include "optim/grad_scaler.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
 
 namespace ember::fuzz {
 
@@ -94,13 +100,45 @@ std::vector<Bytes> tensor_args_seeds() {
     };
 }
 
+std::vector<Bytes> checkpoint_state_seeds() {
+    // Each reader's own state, fresh and after a few steps, behind its
+    // selector byte; then a few broken texts.
+    std::vector<Bytes> out;
+    auto add = [&](uint8_t which, const std::string& json) {
+        Bytes b = {which};
+        b.insert(b.end(), json.begin(), json.end());
+        out.push_back(b);
+    };
+    amp::GradScaler scaler;
+    add(0, scaler.state_json());
+    Tensor p = zeros({3});
+    optim::SGD sgd({p}, {.lr = 0.1, .momentum = 0.9});
+    optim::Warmup schedule(std::make_unique<optim::OneCycle>(
+                               sgd, optim::OneCycleOptions{.max_lr = 0.5, .total_steps = 100}),
+                           {.steps = 10});
+    add(1, schedule.state_json());
+    for (int i = 0; i < 12; ++i) schedule.step();
+    add(1, schedule.state_json());
+    Tensor a = zeros({2, 2}), b = zeros({3});
+    optim::Adam adam({a, b}, {.lr = 1e-3});
+    add(2, adam.state_json());
+    for (uint8_t which : {0, 1, 2}) {
+        add(which, "{}");
+        add(which, "[1,2");
+        add(which, R"({"scale":-1,"steps":-3,"base_lrs":[1e400]})");
+    }
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<uint8_t>> seeds(const std::string& target) {
     if (target == "safetensors") return safetensors_seeds();
     if (target == "idx") return idx_seeds();
     if (target == "tensor_args") return tensor_args_seeds();
-    EMBER_FAIL("fuzz: no target called '", target, "' (safetensors, idx, tensor_args)");
+    if (target == "checkpoint_state") return checkpoint_state_seeds();
+    EMBER_FAIL("fuzz: no target called '", target,
+               "' (safetensors, idx, tensor_args, checkpoint_state)");
 }
 
 }  // namespace ember::fuzz

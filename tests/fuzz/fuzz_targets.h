@@ -30,13 +30,20 @@ int idx(const uint8_t* data, size_t size);
 /// in full, so a view reaching past its storage is a sanitizer report.
 int tensor_args(const uint8_t* data, size_t size);
 
+/// The bytes as checkpoint state: the first byte picks GradScaler,
+/// a Warmup+OneCycle schedule over SGD, or Adam; the rest is the JSON given
+/// to its load_state, which must load or throw, changing nothing on a throw.
+int checkpoint_state(const uint8_t* data, size_t size);
+
 /// A target by name, for the drivers.
 struct Target {
     const char* name;
     int (*run)(const uint8_t*, size_t);
 };
-inline constexpr Target kTargets[] = {
-    {"safetensors", safetensors}, {"idx", idx}, {"tensor_args", tensor_args}};
+inline constexpr Target kTargets[] = {{"safetensors", safetensors},
+                                      {"idx", idx},
+                                      {"tensor_args", tensor_args},
+                                      {"checkpoint_state", checkpoint_state}};
 
 /// Seed inputs for a target (fuzz_seeds.cpp): valid files of every kind the
 /// reader accepts and the malformed cases of the ordinary tests.
