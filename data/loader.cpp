@@ -31,6 +31,7 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // must not be refilled while its copy may still be reading it: the host batch
 // is kept until the next call, which first waits for the previous copy's
 // event (long done by then: a training step ran in between).
+
 // Refuses a staging ring (inputs f32 and targets i64 for `rows` samples of
 // `numel` values, `slots` times) that overflows or exceeds the machine's
 // memory, naming the options to change, before anything is allocated.
