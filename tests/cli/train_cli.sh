@@ -83,7 +83,9 @@ errors)
     expect_error "model" "$ember" train --model nope --out "$work/x"
     expect_error "epochs" "$ember" train --epochs 0 --out "$work/x"
     expect_error "no such run directory" "$ember" train --resume "$work/none"
-    expect_error "cannot read" "$ember" train --config "$work/none.toml"
+    expect_error "cannot open" "$ember" train --config "$work/none.toml"
+    mkfifo "$work/pipe.toml"   # refused by type, never opened (an open would block)
+    expect_error "named pipe" "$ember" train --config "$work/pipe.toml"
     printf 'epochs = 1\nthis is not a line\n' > "$work/bad.toml"
     expect_error "expected key = value" "$ember" train --config "$work/bad.toml"
     expect_error "FashionMNIST: neither" "$ember" train --data-dir "$work/empty" --out "$work/y"

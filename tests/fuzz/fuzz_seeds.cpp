@@ -3,6 +3,8 @@
 // cases of the ordinary tests (tests/nn/safetensors_cases.h,
 // tests/data/idx_cases.h). libFuzzer starts from these; the regression test
 // replays them in every build.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "tools/train/config.h"
 
 namespace ember::fuzz {
 
@@ -130,6 +133,32 @@ std::vector<Bytes> checkpoint_state_seeds() {
     return out;
 }
 
+std::vector<Bytes> train_files_seeds() {
+    // Config files as `ember train --dump-config` writes them (selector 0),
+    // checkpoint JSON as save_checkpoint writes it (1: no scaler, 3: with).
+    std::vector<Bytes> out;
+    auto add = [&](uint8_t which, const std::string& text) {
+        Bytes b = {which};
+        b.insert(b.end(), text.begin(), text.end());
+        out.push_back(b);
+    };
+    train::TrainConfig c;
+    CLI::App app{"train"};
+    train::add_train_options(app, c);
+    add(0, app.config_to_str(true, false));
+    add(0, "model = \"resnet8\"\nepochs = 3\nlr = 0.002\namp = \"f16\"\nanomaly = true\n");
+    add(0, "[train]\n# a comment\nbatch-size = 0\n");
+    add(0, "optimizer = sgd\nmomentum = 2\nnonsense\n");
+    const std::string meta =
+        R"({"version":1,"model":"mlp","step":120,"epoch":1,"batch":20,"best_accuracy":0.81,)"
+        R"("rng_seed":0,"rng_offset":4096,"optimizer":"{}","schedule":"{}")";
+    add(1, meta + "}");
+    add(3, meta + R"(,"scaler":"{\"scale\":65536}"})");
+    add(1, R"({"version":2})");
+    add(1, meta + R"(,"step":-1})");
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<uint8_t>> seeds(const std::string& target) {
@@ -137,8 +166,9 @@ std::vector<std::vector<uint8_t>> seeds(const std::string& target) {
     if (target == "idx") return idx_seeds();
     if (target == "tensor_args") return tensor_args_seeds();
     if (target == "checkpoint_state") return checkpoint_state_seeds();
+    if (target == "train_files") return train_files_seeds();
     EMBER_FAIL("fuzz: no target called '", target,
-               "' (safetensors, idx, tensor_args, checkpoint_state)");
+               "' (safetensors, idx, tensor_args, checkpoint_state, train_files)");
 }
 
 }  // namespace ember::fuzz

@@ -35,6 +35,12 @@ int tensor_args(const uint8_t* data, size_t size);
 /// to its load_state, which must load or throw, changing nothing on a throw.
 int checkpoint_state(const uint8_t* data, size_t size);
 
+/// The bytes as one of the files `ember train` reads besides tensors: an
+/// even first byte makes the rest a config file (config_args, then the
+/// train command's CLI11 options and validate), an odd one the JSON of a
+/// checkpoint (parse_checkpoint_meta; bit 1: the run has a loss scaler).
+int train_files(const uint8_t* data, size_t size);
+
 /// A target by name, for the drivers.
 struct Target {
     const char* name;
@@ -43,7 +49,8 @@ struct Target {
 inline constexpr Target kTargets[] = {{"safetensors", safetensors},
                                       {"idx", idx},
                                       {"tensor_args", tensor_args},
-                                      {"checkpoint_state", checkpoint_state}};
+                                      {"checkpoint_state", checkpoint_state},
+                                      {"train_files", train_files}};
 
 /// Seed inputs for a target (fuzz_seeds.cpp): valid files of every kind the
 /// reader accepts and the malformed cases of the ordinary tests.

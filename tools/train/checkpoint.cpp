@@ -70,6 +70,41 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
     nn::save_safetensors(checkpoint_path(run_dir), tensors, {{kKey, meta.dump()}});
 }
 
+CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const std::string& model,
+                                     int64_t batches_per_epoch, bool scaler) {
+    json meta;
+    try {
+        meta = json::parse(text_json);
+    } catch (const json::exception& e) {
+        EMBER_FAIL("the checkpoint's JSON does not parse: ", e.what());
+    }
+    EMBER_CHECK(meta.is_object() && integer(meta, "version", 1) == kVersion,
+                "unsupported checkpoint version");
+    EMBER_CHECK(text(meta, "model") == model, "the checkpoint is of model ", text(meta, "model"),
+                ", the run's is ", model);
+    CheckpointMeta m;
+    m.position.step = integer(meta, "step", 0);
+    m.position.epoch = integer(meta, "epoch", 0);
+    m.position.batch = integer(meta, "batch", 0);
+    EMBER_CHECK(meta.contains("best_accuracy") && meta["best_accuracy"].is_number(),
+                "'best_accuracy' is missing");
+    m.position.best_accuracy = meta["best_accuracy"].get<double>();
+    EMBER_CHECK(m.position.batch <= batches_per_epoch, "batch ", m.position.batch,
+                " is past the epoch's ", batches_per_epoch, " batches (another --batch-size?)");
+    EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
+                    meta.contains("rng_offset") && meta["rng_offset"].is_number_unsigned(),
+                "the generator state is missing");
+    m.rng_seed = meta["rng_seed"].get<uint64_t>();
+    m.rng_offset = meta["rng_offset"].get<uint64_t>();
+    EMBER_CHECK(scaler == meta.contains("scaler"), "the checkpoint was written ",
+                meta.contains("scaler") ? "with" : "without", " loss scaling; the run has ",
+                scaler ? "it" : "none");
+    m.optimizer = text(meta, "optimizer");
+    m.schedule = text(meta, "schedule");
+    if (scaler) m.scaler = text(meta, "scaler");
+    return m;
+}
+
 Position load_checkpoint(const std::string& run_dir, Run& run) {
     const std::string path = checkpoint_path(run_dir);
     EMBER_CHECK(fs::exists(path), "resume: ", run_dir, " has no checkpoint (", path,
@@ -78,41 +113,17 @@ Position load_checkpoint(const std::string& run_dir, Run& run) {
     try {
         const auto it = file.metadata.find(kKey);
         EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
-        json meta;
-        try {
-            meta = json::parse(it->second);
-        } catch (const json::exception& e) {
-            EMBER_FAIL("the checkpoint's JSON does not parse: ", e.what());
-        }
-        EMBER_CHECK(meta.is_object() && integer(meta, "version", 1) == kVersion,
-                    "unsupported checkpoint version");
-        EMBER_CHECK(text(meta, "model") == run.config.model, "the checkpoint is of model ",
-                    text(meta, "model"), ", the run's is ", run.config.model);
-        Position pos;
-        pos.step = integer(meta, "step", 0);
-        pos.epoch = integer(meta, "epoch", 0);
-        pos.batch = integer(meta, "batch", 0);
-        EMBER_CHECK(meta.contains("best_accuracy") && meta["best_accuracy"].is_number(),
-                    "'best_accuracy' is missing");
-        pos.best_accuracy = meta["best_accuracy"].get<double>();
-        EMBER_CHECK(pos.batch <= run.batches_per_epoch, "batch ", pos.batch,
-                    " is past the epoch's ", run.batches_per_epoch, " batches (another --batch-size?)");
-        EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
-                        meta.contains("rng_offset") && meta["rng_offset"].is_number_unsigned(),
-                    "the generator state is missing");
-        EMBER_CHECK(bool(run.scaler) == meta.contains("scaler"),
-                    "the checkpoint was written ", meta.contains("scaler") ? "with" : "without",
-                    " loss scaling; the run's --amp is ", run.config.amp);
+        const CheckpointMeta meta = parse_checkpoint_meta(it->second, run.config.model,
+                                                          run.batches_per_epoch, bool(run.scaler));
         // Each load below checks its own part before changing it; if one
         // fails the resume stops and the half-restored run is thrown away
         // (nothing on disk changes).
-        run.optimizer->load_state(with_prefix(file, "optim."), text(meta, "optimizer"));
-        run.schedule->load_state(text(meta, "schedule"));
-        if (run.scaler) run.scaler->load_state(text(meta, "scaler"));
+        run.optimizer->load_state(with_prefix(file, "optim."), meta.optimizer);
+        run.schedule->load_state(meta.schedule);
+        if (run.scaler) run.scaler->load_state(meta.scaler);
         run.model->load_state_dict(with_prefix(file, "model."));
-        default_generator().set_state(
-            {meta["rng_seed"].get<uint64_t>(), meta["rng_offset"].get<uint64_t>()});
-        return pos;
+        default_generator().set_state({meta.rng_seed, meta.rng_offset});
+        return meta.position;
     } catch (const Error& e) {
         EMBER_FAIL("resume from ", path, ": ", e.what());
     }

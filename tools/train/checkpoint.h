@@ -27,6 +27,20 @@ std::string checkpoint_path(const std::string& run_dir);
 /// Writes the checkpoint of `run` at `pos` (atomically: temp file, fsync, rename).
 void save_checkpoint(const std::string& run_dir, const Run& run, const Position& pos);
 
+/// The checked JSON a checkpoint carries (its "ember.checkpoint" metadata).
+struct CheckpointMeta {
+    Position position;
+    uint64_t rng_seed = 0, rng_offset = 0;
+    std::string optimizer, schedule, scaler;  ///< each part's own state JSON ("" : no scaler)
+};
+
+/// Parses the checkpoint JSON and checks it against the run: its model name,
+/// its batches per epoch, and whether it scales the loss. Any other text is
+/// an Error naming the field. The parts' own JSON is checked by their
+/// load_state.
+CheckpointMeta parse_checkpoint_meta(const std::string& json, const std::string& model,
+                                     int64_t batches_per_epoch, bool scaler);
+
 /// Restores `run` (built from the same configuration) and returns the
 /// position. A corrupt or mismatched checkpoint is an Error naming the file
 /// and the problem (the run is then unusable: build it again).

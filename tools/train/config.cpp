@@ -8,10 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <optional>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace ember::train {
 
@@ -154,6 +155,35 @@ double effective_weight_decay(const TrainConfig& c) {
     return 5e-4;
 }
 
+std::vector<std::string> config_args(const std::string& text, const std::string& name) {
+    auto trim = [](const std::string& s) {
+        const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+        return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+    };
+    std::vector<std::string> args;
+    std::istringstream in(text);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        line = trim(line);
+        if (line.empty() || line[0] == '#' || line[0] == '[') continue;
+        const size_t eq = line.find('=');
+        EMBER_CHECK(eq != std::string::npos, "--config ", name, ":", n,
+                    ": expected key = value, got '", line, "'");
+        const std::string key = trim(line.substr(0, eq));
+        std::string value = trim(line.substr(eq + 1));
+        if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+            value = value.substr(1, value.size() - 2);
+        EMBER_CHECK(!key.empty() && key[0] != '-' &&
+                        key.find_first_of(" \t\"") == std::string::npos,
+                    "--config ", name, ":", n, ": bad key '", key, "'");
+        if (value.empty() || value == "false") continue;
+        // One token, `--key=value`: a value that looks like a flag ("--",
+        // "--resume") stays a value.
+        args.push_back(value == "true" ? "--" + key : "--" + key + "=" + value);
+    }
+    return args;
+}
+
 std::vector<std::string> expand_config(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
     const auto train = std::find(args.begin(), args.end(), std::string("train"));
@@ -174,30 +204,14 @@ std::vector<std::string> expand_config(int argc, char** argv) {
         file = resume + "/config.toml";
     }
     if (file.empty()) return args;
-    std::ifstream in(file);
-    EMBER_CHECK(in.good(), "--config ", file, ": cannot read it");
-    std::vector<std::string> from_file;
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-        auto trim = [](std::string s) {
-            const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
-            return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
-        };
-        line = trim(line);
-        if (line.empty() || line[0] == '#' || line[0] == '[') continue;
-        const size_t eq = line.find('=');
-        EMBER_CHECK(eq != std::string::npos, "--config ", file, ":", n,
-                    ": expected key = value, got '", line, "'");
-        const std::string key = trim(line.substr(0, eq));
-        std::string value = trim(line.substr(eq + 1));
-        if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
-            value = value.substr(1, value.size() - 2);
-        EMBER_CHECK(!key.empty() && key.find_first_of(" \t\"") == std::string::npos, "--config ",
-                    file, ":", n, ": bad key '", key, "'");
-        if (value.empty() || value == "false") continue;
-        from_file.push_back("--" + key);
-        if (value != "true") from_file.push_back(value);
-    }
+    // A regular file only (a named pipe would block), and no bigger than a
+    // configuration can sensibly be.
+    RegularFile f = open_regular_file(file, "--config " + file);
+    EMBER_CHECK(f.size <= kMaxConfigBytes, "--config ", file, ": ", f.size,
+                " bytes is too large for a configuration (at most ", kMaxConfigBytes, ")");
+    std::string text(f.size, '\0');
+    read_exact(f.fd.get(), text.data(), f.size, 0, "--config " + file);
+    const std::vector<std::string> from_file = config_args(text, file);
     args.insert(train + 1, from_file.begin(), from_file.end());
     return args;
 }

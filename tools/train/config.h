@@ -56,11 +56,19 @@ void add_train_options(CLI::App& app, TrainConfig& c);
 
 /// The command line with `ember train`'s config file read in: for
 /// `--config FILE` (or, with `--resume DIR` and no --config, DIR/config.toml)
-/// each `key = value` line of FILE becomes `--key value` right after
+/// each `key = value` line of FILE becomes `--key=value` right after
 /// "train", before the flags given, which therefore override it. Comments
 /// (#), blank lines and empty values are skipped; `true`/`false` turn flags
 /// on or leave them off. A missing or unreadable file is an Error.
 std::vector<std::string> expand_config(int argc, char** argv);
+
+/// The flags a config file's text stands for (`key = value` → "--key=value",
+/// `key = true` → "--key"), in order; `name` is the file's, for messages. What
+/// expand_config reads files with, and what the train_files fuzz target feeds.
+std::vector<std::string> config_args(const std::string& text, const std::string& name);
+
+/// The largest config file expand_config reads.
+inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
 /// Checks the values together (names, ranges, combinations); an Error names
 /// the flag. Resolves nothing.
