@@ -94,9 +94,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     std::optional<autograd::DetectAnomalyGuard> anomaly;
     if (c.anomaly) anomaly.emplace();
     set_sync_debug(c.sync_debug);
-    const std::optional<DType> low = c.amp == "off" ? std::nullopt
-                                     : c.amp == "f16" ? std::optional(DType::f16)
-                                                      : std::optional(DType::bf16);
+    const bool amp_on = c.amp != "off";
+    const DType low = c.amp == "f16" ? DType::f16 : DType::bf16;  // autocast's, when on
     MetricsLog metrics(run_dir, pos.step);
     Progress progress(c, run.batches_per_epoch, run.steps_per_epoch);
     Outcome out;
@@ -139,7 +138,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             const int64_t group_end = std::min(group_start + c.accumulate, run.batches_per_epoch);
             Tensor loss;
             {
-                amp::autocast ac(low.value_or(DType::bf16), low.has_value());
+                amp::autocast ac(low, amp_on);
                 loss = cross_entropy(forward(*run.model, batch->input, c.checkpoint_activations),
                                      batch->target);
             }
