@@ -1,6 +1,7 @@
 // The backward engine: counts each node's dependencies in the graph reachable
 // from the roots, then runs nodes whose gradients are complete, latest-created
 // first, summing gradients that reach the same input from several uses.
+#include <functional>
 #include <queue>
 #include <unordered_map>
 
@@ -59,9 +60,37 @@ void accumulate(Tensor& slot, const Tensor& g) {
     slot = slot.defined() ? kernels::add(slot, g) : g;  // out of place: g may be shared
 }
 
-}  // namespace
+// The callbacks of the outermost backward pass running on this thread
+// (queue_callback); null outside one.
+thread_local std::vector<std::function<void()>>* tls_callbacks = nullptr;
 
-void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+// Makes a pass the one queue_callback adds to, unless one already is.
+class CallbackScope {
+  public:
+    CallbackScope() : outermost_(tls_callbacks == nullptr) {
+        if (outermost_) tls_callbacks = &callbacks_;
+    }
+    ~CallbackScope() {
+        if (outermost_) tls_callbacks = nullptr;
+    }
+    CallbackScope(const CallbackScope&) = delete;
+    CallbackScope& operator=(const CallbackScope&) = delete;
+    /// Runs what was queued, including what a callback queues.
+    void run() {
+        if (!outermost_) return;
+        for (size_t i = 0; i < callbacks_.size(); ++i) {
+            std::function<void()> fn = std::move(callbacks_[i]);
+            fn();
+        }
+        callbacks_.clear();
+    }
+
+  private:
+    bool outermost_;
+    std::vector<std::function<void()>> callbacks_;
+};
+
+void walk(const TensorList& roots, const TensorList& grads, bool retain_graph) {
     EMBER_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(),
                 " tensors but ", grads.size(), " gradients");
     std::unordered_map<Node*, TensorList> buffers;
@@ -143,6 +172,20 @@ void backward(const TensorList& roots, const TensorList& grads, bool retain_grap
             if (--deps[e.node.get()] == 0) ready.push(e.node.get());
         }
     }
+}
+
+}  // namespace
+
+void queue_callback(std::function<void()> fn) {
+    EMBER_CHECK(tls_callbacks != nullptr,
+                "queue_callback: no backward pass is running on this thread");
+    tls_callbacks->push_back(std::move(fn));
+}
+
+void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+    CallbackScope callbacks;
+    walk(roots, grads, retain_graph);
+    callbacks.run();
 }
 
 }  // namespace ember::autograd

@@ -3,6 +3,7 @@
 // the outputs. See autograd/ops/elementwise.cpp for the pattern.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 
@@ -42,6 +43,14 @@ bool all_finite(const Tensor& t);
 /// Runs backward from `roots`, seeded with `grads` (undefined: ones for a
 /// one-element root). Gradients accumulate into leaves' grad().
 void backward(const TensorList& roots, const TensorList& grads = {}, bool retain_graph = false);
+
+/// Queues `fn` to run once the backward pass now running on this thread
+/// has walked its whole graph (the outermost one, when a checkpointed
+/// segment runs a backward of its own), before backward() returns. What
+/// data parallelism waits for its gradient all-reduces with. Outside a
+/// backward pass it is an Error. Callbacks run in the order queued; if the
+/// pass throws, they are dropped.
+void queue_callback(std::function<void()> fn);
 
 /// Runs `hook` on gradient g of a tensor with geometry `want`: returns g or
 /// the hook's replacement, which must keep the shape, dtype and device.

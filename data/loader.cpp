@@ -143,10 +143,16 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
                 shape_str(sh.plan[0]), " (", shape_str(sh.plan.back()),
                 " after the transforms) have no elements");
     sh.batch_size = o.batch_size;
-    sh.num_samples = sh.dataset->size();
-    EMBER_CHECK(sh.num_samples >= 0, "Loader: the dataset reports ", sh.num_samples, " samples");
-    EMBER_CHECK(!o.shuffle || sh.num_samples <= (int64_t(1) << 32), "Loader: cannot shuffle ",
-                sh.num_samples, " samples (at most 2^32)");
+    EMBER_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, "Loader: rank ",
+                o.rank, " is not a rank of world_size ", o.world_size);
+    sh.total_samples = sh.dataset->size();
+    EMBER_CHECK(sh.total_samples >= 0, "Loader: the dataset reports ", sh.total_samples,
+                " samples");
+    sh.num_samples = sh.total_samples / o.world_size;
+    sh.rank = o.rank;
+    sh.world_size = o.world_size;
+    EMBER_CHECK(!o.shuffle || sh.total_samples <= (int64_t(1) << 32), "Loader: cannot shuffle ",
+                sh.total_samples, " samples (at most 2^32)");
     // (n + batch_size - 1) / batch_size would overflow for a batch_size near 2^63.
     sh.num_batches = sh.num_samples / o.batch_size +
                      (!o.drop_last && sh.num_samples % o.batch_size != 0 ? 1 : 0);
@@ -203,8 +209,13 @@ void Loader::begin_epoch(int64_t epoch, int64_t first_batch) {
     LoaderShared& sh = *shared_;
     EMBER_CHECK(first_batch >= 0 && first_batch <= sh.num_batches, "Loader: first batch ",
                 first_batch, " is outside the epoch's ", sh.num_batches, " batches");
-    auto order = std::make_shared<const std::vector<int64_t>>(
-        epoch_order(sh.num_samples, sh.shuffle, sh.seed, epoch));
+    std::vector<int64_t> whole = epoch_order(sh.total_samples, sh.shuffle, sh.seed, epoch);
+    if (sh.world_size > 1) {  // this rank's shard (LoaderOptions::rank)
+        for (int64_t k = 0; k < sh.num_samples; ++k)
+            whole[size_t(k)] = whole[size_t(sh.rank + k * sh.world_size)];
+        whole.resize(size_t(sh.num_samples));
+    }
+    auto order = std::make_shared<const std::vector<int64_t>>(std::move(whole));
     {
         std::lock_guard<std::mutex> lock(sh.mu);
         ++sh.generation;  // batches still loading for the old epoch are dropped when done

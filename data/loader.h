@@ -42,6 +42,13 @@ struct LoaderOptions {
     std::optional<bool> pin_memory = std::nullopt;
     /// Where batches are delivered.
     Device device = Device::cpu();
+    /// Data parallelism: this loader delivers shard `rank` of `world_size`.
+    /// Every rank draws the same permutation of the whole dataset (same seed
+    /// and epoch) and takes positions rank, rank + world_size, ...; the
+    /// last size % world_size positions are left out so that every rank has
+    /// size / world_size samples and the same number of batches.
+    int rank = 0;
+    int world_size = 1;
 };
 
 /// One batch: inputs f32 [B, ...sample shape after transforms], targets i64 [B].

@@ -119,7 +119,10 @@ std::optional<std::string> fill_batch(const LoaderShared& sh, const Claim& c, Sc
     for (int64_t k = 0; k < count; ++k) {
         try {
             labels[k] = ds.read(order[size_t(start + k)], scratch.raw.data());
-            SampleRng rng = augment_rng(sh.seed, uint64_t(c.epoch), uint64_t(start + k));
+            // Keyed by the position in the whole epoch's order, so a shard
+            // augments each sample as one loader over everything would.
+            const int64_t position = sh.rank + sh.world_size * (start + k);
+            SampleRng rng = augment_rng(sh.seed, uint64_t(c.epoch), uint64_t(position));
             sh.transforms.apply(scratch.raw.data(), sh.plan, inputs + k * sh.out_numel, rng,
                                 scratch.a.data(), scratch.b.data());
         } catch (...) {

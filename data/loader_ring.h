@@ -48,8 +48,10 @@ struct LoaderShared {
     Compose transforms;
     std::vector<Shape> plan;  // transforms' shapes: plan[0] the dataset's sample, back() the output
     int64_t batch_size = 0, num_samples = 0, num_batches = 0, out_numel = 0;
+    int64_t total_samples = 0;  // in the dataset; num_samples: in this rank's shard
     uint64_t seed = 0;
     bool shuffle = true;
+    int rank = 0, world_size = 1;  // this loader's shard: positions rank, rank + world_size, ...
     int threads = 0;  // worker threads (0: the caller loads)
     Scratch caller;   // the caller's buffers when it loads (threads == 0)
 

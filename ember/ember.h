@@ -21,4 +21,6 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/mmap_dataset.h"
+#include "dist/communicator.h"
+#include "dist/ddp.h"
 #include "data/transforms.h"

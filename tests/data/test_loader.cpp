@@ -146,6 +146,39 @@ TEST_CASE("Loader: shuffled, augmented batches are the samples at the epoch's or
     }
 }
 
+TEST_CASE("Loader: shards of a world are disjoint, equal, and augment as the whole epoch would",
+          "[data][loader][dist]") {
+    const auto ds = synthetic(71);  // 71 = 3 × 23 + 2: two positions left out
+    const Compose tf{RandomCrop(8, 8, 2), RandomHorizontalFlip(), Normalize({0.5}, {0.2})};
+    const int world = 3;
+    for (int64_t epoch : {0, 4}) {
+        const std::vector<int64_t> order = ref_order(71, 5, epoch);
+        std::vector<int64_t> seen;
+        for (int rank = 0; rank < world; ++rank) {
+            Loader loader(ds, {.batch_size = 10, .seed = 5, .workers = 2, .rank = rank,
+                               .world_size = world},
+                          tf);
+            CHECK(loader.size() == 3);  // 23 samples: 10 + 10 + 3, on every rank
+            const Epoch got = run_epoch(loader, epoch);
+            for (int64_t k = 0; k < 23; ++k) {
+                const int64_t position = rank + world * k;  // in the whole epoch's order
+                const Example e = ds->get(order[size_t(position)]);
+                const Tensor want = tf(e.input, 5, uint64_t(epoch), uint64_t(position));
+                REQUIRE(got.targets[size_t(k / 10)][size_t(k % 10)] == e.label);
+                REQUIRE(std::memcmp(got.inputs[size_t(k / 10)].data() + (k % 10) * 64,
+                                    want.data<float>(), 64 * 4) == 0);
+                seen.push_back(order[size_t(position)]);
+            }
+        }
+        std::sort(seen.begin(), seen.end());
+        CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // disjoint
+        CHECK(seen.size() == 69);
+    }
+    REQUIRE_THROWS_WITH_MSG(Loader(ds, {.rank = 2, .world_size = 2}),
+                            "rank 2 is not a rank of world_size 2");
+    REQUIRE_THROWS_WITH_MSG(Loader(ds, {.rank = 0, .world_size = 0}), "world_size 0");
+}
+
 TEST_CASE("Loader: the same bits with 0, 1 and 4 workers", "[data][loader][fashion]") {
     const auto fm = fashion_test();
     // The first 1000 test images, zero-copy.
