@@ -180,14 +180,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+void DistributedDataParallel::sync_buffers() {
+    if (!options_.broadcast_buffers || comm_->size() == 1) return;
+    NoGradGuard no_grad;
+    std::vector<std::unique_ptr<Work>> works;
+    for (auto& [name, b] : module_->named_buffers())
+        works.push_back(comm_->broadcast_async(b, 0, "buffer " + name));
+    for (auto& w : works) w->wait();
+}
+
 Tensor DistributedDataParallel::forward(const Tensor& x) {
-    if (options_.broadcast_buffers && module_->is_training() && comm_->size() > 1) {
-        NoGradGuard no_grad;
-        std::vector<std::unique_ptr<Work>> works;
-        for (auto& [name, b] : module_->named_buffers())
-            works.push_back(comm_->broadcast_async(b, 0, "buffer " + name));
-        for (auto& w : works) w->wait();
-    }
+    if (module_->is_training()) sync_buffers();
     return module_->forward(x);
 }
 

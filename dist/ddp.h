@@ -44,8 +44,13 @@ class DistributedDataParallel {
     DistributedDataParallel(const DistributedDataParallel&) = delete;
     DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-    /// The module's forward (after the buffer broadcast, see DdpOptions).
+    /// The module's forward (after sync_buffers in training mode).
     Tensor forward(const Tensor& x);
+    /// Rank 0's buffers to every rank (when DdpOptions::broadcast_buffers is
+    /// on and there is more than one rank); forward does it before each
+    /// training-mode forward, and a caller that runs the module itself (in
+    /// checkpointed segments, say) calls it first.
+    void sync_buffers();
     Tensor operator()(const Tensor& x) { return forward(x); }
 
     nn::Module& module() { return *module_; }

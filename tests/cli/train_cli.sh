@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp)
+# The ddp case runs `$EMBER_MPIEXEC -np 2 ember train --ddp`.
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
 rm -rf "$work"; mkdir -p "$work"
@@ -111,6 +112,30 @@ finders)
     expect_error "not even a batch of 1 fits" "$ember" max-batch --memory-budget 1
     expect_error "0 < --start-lr < --end-lr" "$ember" lr-find --start-lr 1 --end-lr 0.5
     echo "ok: lr-find and max-batch"
+    ;;
+ddp)
+    mpi=("$EMBER_MPIEXEC" --allow-run-as-root --oversubscribe -np 2)
+    common=(train --ddp --limit 4000 --epochs 2 --threads 1 --workers 0 --log-every 5)
+    "${mpi[@]}" "$ember" "${common[@]}" --out "$work/whole" > "$work/whole.txt" 2>&1 ||
+        fail "ddp run failed: $(tail -5 "$work/whole.txt")"
+    grep -q "ranks       2 (mpi), batch 128 per rank, 256 in all" "$work/whole.txt" ||
+        fail "the start table lacks the ranks"
+    python3 - "$work/whole/metrics.jsonl" <<'PY' || fail "metrics of the ddp run"
+import json, sys
+epochs = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "epoch"]
+assert [e["world_size"] for e in epochs] == [2, 2], epochs
+assert epochs[-1]["step"] == 32, epochs[-1]          # 2000 samples per rank: 16 steps an epoch
+assert epochs[-1]["test_acc"] > 0.6, epochs[-1]
+PY
+    # Stopped mid-epoch and resumed with the same ranks: the same weights, bit for bit.
+    "${mpi[@]}" "$ember" "${common[@]}" --out "$work/parts" --stop-after 20 > "$work/p1.txt" 2>&1
+    [ $? -ne 0 ] || fail "--stop-after did not exit non-zero"
+    "${mpi[@]}" "$ember" train --ddp --resume "$work/parts" --epochs 2 > "$work/p2.txt" 2>&1 ||
+        fail "ddp resume failed: $(tail -5 "$work/p2.txt")"
+    cmp -s "$work/whole/last.safetensors" "$work/parts/last.safetensors" ||
+        fail "ddp: stop at step 20 and resume differs from the uninterrupted run"
+    expect_error "written by 2 rank(s) and this run has 1" "$ember" train --resume "$work/parts" --epochs 3
+    echo "ok: ddp run, metrics, bit-exact resume, world size checked"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

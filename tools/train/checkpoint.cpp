@@ -58,6 +58,7 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
                  {"epoch", pos.epoch},
                  {"batch", pos.batch},
                  {"best_accuracy", pos.best_accuracy},
+                 {"world_size", run.world_size()},
                  {"rng_seed", rng.seed},
                  {"rng_offset", rng.offset},
                  {"optimizer", run.optimizer->state_json()},
@@ -71,7 +72,7 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
 }
 
 CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const std::string& model,
-                                     int64_t batches_per_epoch, bool scaler) {
+                                     int64_t batches_per_epoch, bool scaler, int world_size) {
     json meta;
     try {
         meta = json::parse(text_json);
@@ -82,6 +83,11 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const std::st
                 "unsupported checkpoint version");
     EMBER_CHECK(text(meta, "model") == model, "the checkpoint is of model ", text(meta, "model"),
                 ", the run's is ", model);
+    // Absent in checkpoints of runs without --ddp written before it existed: 1.
+    const int64_t saved_world = meta.contains("world_size") ? integer(meta, "world_size", 1) : 1;
+    EMBER_CHECK(saved_world == world_size, "the checkpoint was written by ", saved_world,
+                " rank(s) and this run has ", world_size,
+                ": resume with the same world size (each rank's shard of the data depends on it)");
     CheckpointMeta m;
     m.position.step = integer(meta, "step", 0);
     m.position.epoch = integer(meta, "epoch", 0);
@@ -113,8 +119,9 @@ Position load_checkpoint(const std::string& run_dir, Run& run) {
     try {
         const auto it = file.metadata.find(kKey);
         EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
-        const CheckpointMeta meta = parse_checkpoint_meta(it->second, run.config.model,
-                                                          run.batches_per_epoch, bool(run.scaler));
+        const CheckpointMeta meta =
+            parse_checkpoint_meta(it->second, run.config.model, run.batches_per_epoch,
+                                  bool(run.scaler), run.world_size());
         // Each load below checks its own part before changing it; if one
         // fails the resume stops and the half-restored run is thrown away
         // (nothing on disk changes).

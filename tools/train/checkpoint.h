@@ -35,11 +35,11 @@ struct CheckpointMeta {
 };
 
 /// Parses the checkpoint JSON and checks it against the run: its model name,
-/// its batches per epoch, and whether it scales the loss. Any other text is
+/// its batches per epoch, whether it scales the loss, and its world size. Any other text is
 /// an Error naming the field. The parts' own JSON is checked by their
 /// load_state.
 CheckpointMeta parse_checkpoint_meta(const std::string& json, const std::string& model,
-                                     int64_t batches_per_epoch, bool scaler);
+                                     int64_t batches_per_epoch, bool scaler, int world_size = 1);
 
 /// Restores `run` (built from the same configuration) and returns the
 /// position. A corrupt or mismatched checkpoint is an Error naming the file

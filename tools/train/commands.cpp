@@ -22,8 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string default_run_dir(const TrainConfig& c) {
-    const std::time_t now = std::time(nullptr);
+std::string default_run_dir(const TrainConfig& c, std::time_t now) {
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     return (fs::path("runs") / (c.model + "-" + stamp)).string();
@@ -31,7 +30,7 @@ std::string default_run_dir(const TrainConfig& c) {
 
 // The directory a run writes: --resume's (which must hold a run), or a new
 // or empty one (never one that holds another run's checkpoint).
-std::string prepare_run_dir(const TrainConfig& c) {
+std::string prepare_run_dir(const TrainConfig& c, std::time_t now) {
     std::error_code ec;
     if (!c.resume.empty()) {
         EMBER_CHECK(fs::is_directory(c.resume), "--resume ", c.resume, ": no such run directory");
@@ -39,7 +38,7 @@ std::string prepare_run_dir(const TrainConfig& c) {
                     ": no checkpoint in it (", checkpoint_path(c.resume), ")");
         return c.resume;
     }
-    const std::string dir = c.out.empty() ? default_run_dir(c) : c.out;
+    const std::string dir = c.out.empty() ? default_run_dir(c, now) : c.out;
     EMBER_CHECK(!fs::exists(checkpoint_path(dir)), "--out ", dir,
                 " already holds a run; continue it with --resume ", dir, " or choose another --out");
     fs::create_directories(dir, ec);
@@ -70,6 +69,10 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
                     omp_get_max_threads(), std::thread::hardware_concurrency(), c.workers);
     else
         std::printf("  device      %s\n", r.device.str().c_str());
+    if (r.comm)
+        std::printf("  ranks       %d (%s), batch %lld per rank, %lld in all\n", r.world_size(),
+                    r.comm->backend().c_str(), (long long)c.batch_size,
+                    (long long)(c.batch_size * r.world_size()));
     std::printf("  run         %s%s\n", dir.c_str(),
                 pos.step > 0 ? (" (resuming after step " + std::to_string(pos.step) + ")").c_str() : "");
     std::fflush(stdout);
@@ -106,12 +109,40 @@ int run_train(CLI::App& app, TrainConfig c) {
     }
     if (c.threads > 0) omp_set_num_threads(c.threads);
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
-    const std::string dir = prepare_run_dir(c);
-    write_file_atomic((fs::path(dir) / "config.toml").string(), app.config_to_str(true, false));
+    // The lead rank makes the directory; with --ddp the others learn its
+    // name (rank 0's clock) and whether that worked before going on.
+    std::time_t now = std::time(nullptr);
+    if (run.comm) {
+        Tensor t = full({1}, 0.0, {.dtype = DType::i64});
+        t.data<int64_t>()[0] = int64_t(now);
+        run.comm->broadcast(t, 0, "run directory name");
+        now = std::time_t(t.data<int64_t>()[0]);
+    }
+    std::string dir, failure;
+    if (run.lead()) {
+        try {
+            dir = prepare_run_dir(c, now);
+            write_file_atomic((fs::path(dir) / "config.toml").string(),
+                              app.config_to_str(true, false));
+        } catch (const Error& e) {
+            if (!run.comm) throw;
+            failure = e.what();
+        }
+    } else {
+        dir = !c.resume.empty() ? c.resume : c.out.empty() ? default_run_dir(c, now) : c.out;
+    }
+    if (run.comm) {
+        Tensor failed = full({1}, failure.empty() ? 0.0 : 1.0, {.dtype = DType::i32});
+        run.comm->all_reduce(failed, dist::ReduceOp::max, "run directory check");
+        if (failed.data<int32_t>()[0] != 0)
+            EMBER_FAIL(failure.empty() ? std::string("rank 0 could not prepare the run directory")
+                                       : failure);
+    }
     Position pos;
     if (!c.resume.empty()) pos = load_checkpoint(dir, run);
-    print_start(run, dir, pos);
+    if (run.lead()) print_start(run, dir, pos);
     const Outcome out = train(run, dir, pos);
+    if (!run.lead()) return out.interrupted ? 130 : 0;
     if (out.interrupted) {
         std::printf("interrupted after step %lld: checkpoint written to %s\n"
                     "resume with: ember train --resume %s\n",

@@ -116,6 +116,13 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
+    app.add_flag("--ddp", c.ddp,
+                 "Data parallelism over the ranks of an MPI launch: mpirun -np N ember train "
+                 "--ddp (docs/dist.md); --batch-size is per rank");
+    app.add_option("--dist-timeout", c.dist_timeout,
+                   "Seconds a collective may take before the run fails naming the missing rank")
+        ->check(CLI::Range(0.001, 1e6))
+        ->capture_default_str();
     app.add_option("--stop-after", c.stop_after,
                    "Stop as if interrupted after this many steps: checkpoint, then exit 130 "
                    "(for scripts and tests; 0: never)")

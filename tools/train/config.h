@@ -45,6 +45,8 @@ struct TrainConfig {
     int64_t log_every = 50;                 ///< steps between progress lines and metrics
     int64_t limit = 0;                      ///< the first N training samples; 0: all
     int threads = 0;                        ///< OpenMP threads; 0: the default
+    bool ddp = false;                       ///< data parallelism over the launcher's ranks
+    double dist_timeout = 300;              ///< seconds a collective may take (--ddp)
     int64_t stop_after = 0;                 ///< stop as if interrupted after this step; 0: never
     bool dump_config = false;               ///< print the effective configuration and exit
     std::string config_file;                ///< --config (already read by expand_config)

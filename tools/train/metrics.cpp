@@ -88,7 +88,8 @@ void MetricsLog::epoch(const EpochRecord& r) {
               {"train_loss", r.train_loss},
               {"epoch_time_s", r.epoch_time_s},
               {"samples_per_s", r.samples_per_s},
-              {"data_wait", r.data_wait}};
+              {"data_wait", r.data_wait},
+              {"world_size", r.world_size}};
     if (r.test_acc >= 0) {
         j["test_loss"] = r.test_loss;
         j["test_acc"] = r.test_acc;

@@ -23,6 +23,7 @@ struct EpochRecord {
     int64_t epoch = 0, step = 0;
     double train_loss = 0, test_loss = -1, test_acc = -1;  ///< -1: not evaluated
     double epoch_time_s = 0, samples_per_s = 0, data_wait = 0;
+    int world_size = 1;  ///< ranks that trained (--ddp); samples_per_s counts them all
 };
 
 /// RUN_DIR/metrics.jsonl, appended a line at a time (flushed). Opened for a

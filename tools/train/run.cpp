@@ -84,6 +84,12 @@ Run build_run(const TrainConfig& c) {
     Run r;
     r.config = c;
     r.device = resolve_device(c);
+    if (c.ddp) {
+        EMBER_CHECK(r.device.is_cpu(), "--ddp on ", r.device, ": CUDA tensors need the NCCL "
+                    "backend, which is not built yet; use --device cpu");
+        r.comm = dist::init("auto", {.timeout = std::chrono::milliseconds(
+                                         int64_t(c.dist_timeout * 1000))});
+    }
     r.data = load_data(c);
     manual_seed(c.seed);
     r.model = nn::make_model(c.model);
@@ -91,13 +97,16 @@ Run build_run(const TrainConfig& c) {
     r.loader = std::make_unique<data::Loader>(
         r.data.train,
         data::LoaderOptions{.batch_size = c.batch_size, .seed = c.seed, .workers = c.workers,
-                            .device = r.device},
+                            .device = r.device, .rank = r.comm ? r.comm->rank() : 0,
+                            .world_size = r.world_size()},
         train_transforms(c));
     r.batches_per_epoch = r.loader->size();
     EMBER_CHECK(r.batches_per_epoch > 0, "train: the training set of ", r.data.train->size(),
                 " samples gives no batch");
     r.steps_per_epoch = (r.batches_per_epoch + c.accumulate - 1) / c.accumulate;
     r.total_steps = r.steps_per_epoch * c.epochs;
+    // Rank 0's weights on every rank, and the gradients in all-reduced buckets.
+    if (r.comm) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, r.comm);
     std::vector<optim::GroupSpec> groups =
         optim::decay_groups(*r.model, effective_weight_decay(c));
     r.optimizer = make_optimizer(c, std::move(groups));

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "dist/ddp.h"
 #include "ember/ember.h"
 #include "optim/schedule.h"
 #include "tools/train/config.h"
@@ -28,6 +29,8 @@ data::Compose test_transforms();
 
 /// Everything a run trains with, built (and seeded) from its configuration.
 struct Run {
+    /// --ddp: the job's communicator (first, so it is destroyed last).
+    std::shared_ptr<dist::Communicator> comm;
     TrainConfig config;
     Device device;
     Data data;
@@ -39,6 +42,11 @@ struct Run {
     int64_t batches_per_epoch = 0;            ///< micro-batches
     int64_t steps_per_epoch = 0;              ///< optimizer steps: ceil(batches / accumulate)
     int64_t total_steps = 0;
+    std::unique_ptr<dist::DistributedDataParallel> ddp;  ///< --ddp
+
+    /// The rank that prints and writes the run's files: rank 0, or the only one.
+    bool lead() const { return !comm || comm->rank() == 0; }
+    int world_size() const { return comm ? comm->size() : 1; }
 };
 
 /// Seeds the default generator with --seed, builds the model on its device,

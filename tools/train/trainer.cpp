@@ -88,6 +88,16 @@ void save_weights(const Run& run, const std::string& path) {
 
 }  // namespace
 
+// Whether to stop now. With --ddp every rank must stop at the same step (a
+// signal reaches the ranks at different moments): the ranks' wishes are
+// combined, and any rank that wants to stop stops them all.
+static bool stop_agreed(const Run& run, bool here) {
+    if (!run.comm) return here;
+    Tensor flag = full({1}, here ? 1.0 : 0.0, {.dtype = DType::i32});
+    run.comm->all_reduce(flag, dist::ReduceOp::max, "stop flag");
+    return flag.data<int32_t>()[0] != 0;
+}
+
 Outcome train(Run& run, const std::string& run_dir, Position pos) {
     const TrainConfig& c = run.config;
     SignalScope signals;
@@ -96,15 +106,26 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     set_sync_debug(c.sync_debug);
     const bool amp_on = c.amp != "off";
     const DType low = c.amp == "f16" ? DType::f16 : DType::bf16;  // autocast's, when on
-    MetricsLog metrics(run_dir, pos.step);
-    Progress progress(c, run.batches_per_epoch, run.steps_per_epoch);
+    // Only the lead rank (rank 0, or the only one) prints and writes files.
+    std::optional<MetricsLog> metrics;
+    std::optional<Progress> progress;
+    if (run.lead()) {
+        metrics.emplace(run_dir, pos.step);
+        progress.emplace(c, run.batches_per_epoch, run.steps_per_epoch);
+    }
+    const double world = run.world_size();
+    // --ddp: a sum over the ranks divided by `world` (losses are per rank).
+    auto rank_mean = [&](Tensor t) {
+        if (run.comm) run.comm->all_reduce(t, dist::ReduceOp::average, "mean loss");
+        return t;
+    };
     Outcome out;
     const auto run_start = Clock::now();
 
     for (int64_t epoch = pos.epoch; epoch < c.epochs; ++epoch) {
         const int64_t first = epoch == pos.epoch ? pos.batch : 0;
         run.loader->begin_epoch(epoch, first);
-        progress.begin_epoch(epoch, first / c.accumulate);
+        if (progress) progress->begin_epoch(epoch, first / c.accumulate);
         const auto epoch_start = Clock::now();
         Tensor loss_sum = zeros({}, {DType::f64, run.device});  // since the last log line
         Tensor epoch_sum = zeros({}, {DType::f64, run.device});
@@ -114,19 +135,19 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         // A step record: the mean loss since the last one (the one read of a
         // device value per record), throughput, LR, waiting for data.
         auto write_log = [&] {
-            const double loss_avg = loss_sum.item() / double(logged);
+            const double loss_avg = rank_mean(loss_sum).item() / double(logged);
             ++host_syncs;
             const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
             StepRecord r{pos.step,
                          epoch,
                          loss_avg,
                          run.optimizer->lr(0),
-                         secs > 0 ? double(window_samples) / secs : 0,
+                         secs > 0 ? world * double(window_samples) / secs : 0,
                          run.loader->stats().wait_fraction,
                          host_syncs,
                          std::chrono::duration<double>(Clock::now() - run_start).count()};
-            metrics.step(r);
-            progress.log(r);
+            if (metrics) metrics->step(r);
+            if (progress) progress->log(r);
             loss_sum = zeros({}, {DType::f64, run.device});
             logged = window_samples = host_syncs = 0;
             window_start = Clock::now();
@@ -137,6 +158,10 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             const int64_t group_start = b / c.accumulate * c.accumulate;
             const int64_t group_end = std::min(group_start + c.accumulate, run.batches_per_epoch);
             Tensor loss;
+            // --ddp: every micro-batch but a step's last accumulates locally (TIPS #17).
+            std::optional<dist::DistributedDataParallel::NoSync> local_only;
+            if (run.ddp && b + 1 != group_end) local_only.emplace(*run.ddp);
+            if (run.ddp) run.ddp->sync_buffers();
             {
                 amp::autocast ac(low, amp_on);
                 loss = cross_entropy(forward(*run.model, batch->input, c.checkpoint_activations),
@@ -179,11 +204,12 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             pos.batch = group_end;
 
             if (pos.step % c.log_every == 0) write_log();
-            progress.tick(pos.step);
-            if (c.save_every > 0 && pos.step % c.save_every == 0) save_checkpoint(run_dir, run, pos);
-            if (signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after)) {
-                progress.end_line();
+            if (progress) progress->tick(pos.step);
+            if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead())
                 save_checkpoint(run_dir, run, pos);
+            if (stop_agreed(run, signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after))) {
+                if (progress) progress->end_line();
+                if (run.lead()) save_checkpoint(run_dir, run, pos);
                 out.interrupted = true;
                 out.position = pos;
                 return out;
@@ -193,27 +219,30 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         // ---- The epoch's end: evaluation, weights, checkpoint, curves ----
         if (logged > 0 && pos.step % c.log_every != 0) write_log();  // the epoch's last steps
         const double epoch_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-        const double train_loss = epoch_batches ? epoch_sum.item() / double(epoch_batches) : 0;
+        const double train_loss =
+            epoch_batches ? rank_mean(epoch_sum).item() / double(epoch_batches) : 0;
         pos.epoch = epoch + 1;
         pos.batch = 0;
         EpochRecord e{epoch, pos.step, train_loss, -1, -1, epoch_secs,
-                      epoch_secs > 0 ? double(epoch_samples) / epoch_secs : 0,
-                      run.loader->stats().wait_fraction};
+                      epoch_secs > 0 ? world * double(epoch_samples) / epoch_secs : 0,
+                      run.loader->stats().wait_fraction, run.world_size()};
         if ((epoch + 1) % c.eval_every == 0 || epoch + 1 == c.epochs) {
             out.last = evaluate(*run.model, *run.data.test, run.device, c.amp, c.workers);
             e.test_loss = out.last.loss;
             e.test_acc = out.last.accuracy;
             if (out.last.accuracy > pos.best_accuracy) {
                 pos.best_accuracy = out.last.accuracy;
-                save_weights(run, (fs::path(run_dir) / "best.safetensors").string());
+                if (run.lead()) save_weights(run, (fs::path(run_dir) / "best.safetensors").string());
             }
         }
-        progress.end_epoch(e);
-        metrics.epoch(e);
-        save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
-        save_checkpoint(run_dir, run, pos);
-        plot_run(run_dir);
-        if (signals.raised()) {
+        if (run.lead()) {
+            progress->end_epoch(e);
+            metrics->epoch(e);
+            save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
+            save_checkpoint(run_dir, run, pos);
+            plot_run(run_dir);
+        }
+        if (stop_agreed(run, signals.raised())) {
             out.interrupted = true;
             break;
         }
