@@ -25,6 +25,7 @@ void run_conv(const Options&, Report&);
 void run_loader(const Options&, Report&);
 void run_train(const Options&, Report&);
 void run_optim(const Options&, Report&);
+void run_allreduce(const Options&, Report&);
 
 const std::vector<Family>& families() {
     static const std::vector<Family> list = {
@@ -37,6 +38,8 @@ const std::vector<Family>& families() {
         {"loader", "data loader on Fashion-MNIST: workers, trainer wait", run_loader},
         {"optim", "fused optimizer steps over 10M and 100M parameters", run_optim},
         {"train", "one training step of mlp and resnet8 vs its GEMMs alone", run_train},
+        {"allreduce", "all-reduce bus bandwidth and DDP in backward (run under mpirun)",
+         run_allreduce},
     };
     return list;
 }
@@ -172,6 +175,7 @@ int run(const Options& o) {
             continue;
         fam.run(o, report);
     }
+    if (dist::launch_info_from_env().rank != 0) return 0;  // under mpirun: rank 0 reports
     if (o.json)
         report.print_json();
     else
