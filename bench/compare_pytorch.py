@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""ember's CPU training beside PyTorch's, on the same model, optimizer, schedule and batch.
+
+Run it with a Python that has PyTorch 2.x (it installs nothing; the standard
+library and torch are all it uses), from any directory:
+
+    python3 bench/compare_pytorch.py train --model mlp --epochs 5
+    python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
+
+train: runs `ember train` with its defaults (AdamW at the LR and weight decay
+its start table reports, betas 0.9/0.999, eps 1e-8, the decay on matrices and
+kernels and none on biases and norms; OneCycle: pct_start 0.3, div_factor 25, final_div_factor 1e4, cosine,
+beta1 cycled 0.95 -> 0.85 -> 0.95; batch 128, the last partial batch kept;
+pixels / 255 normalized by 0.2860 / 0.3530; random horizontal flips, and for
+resnet8 28x28 crops of the image padded by 2; evaluation on the test split in
+eval mode), then a PyTorch mirror of the same run: default initialization
+(ember's bounds are the same, its random streams are not, so accuracies agree
+in range, not digit for digit), AdamW fused as ember's update is, batches
+shuffled and augmented on the training thread (ember's loader uses one worker
+thread). Both run as child processes, so their peak RSS (shared libraries
+included) is measured the same way. Prints, per engine, training samples/s
+(mean over epochs, and the last epoch; evaluation excluded), epoch time, final
+test accuracy and peak RSS, and ember / PyTorch of samples/s.
+
+step: the median time of one training step (forward, cross-entropy, backward,
+plain SGD at lr 0.01: what `ember bench train` times) on a fixed random batch;
+ember's from `ember bench train --json`, PyTorch's eager, channels_last
+(resnet8) and torch.compile (the model compiled, the optimizer eager; reported
+unavailable where compiling fails). Rounds interleave ember and each PyTorch
+variant; the ratio is the fastest PyTorch time over ember's (> 1: ember
+faster). `ember bench train` has fixed batches: 256 (mlp) and 128 (resnet8),
+or 32 and 8 with its --quick.
+
+Both modes print how many CPUs other processes kept busy meanwhile: with as
+many threads as cores, one busy core slows either engine many times over.
+--json prints one JSON object instead of the tables.
+"""
+import argparse, copy, gzip, json, math, os, re, resource, statistics, struct, subprocess, sys, tempfile, time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MEAN, STD = 0.2860, 0.3530                       # Fashion-MNIST's training-set statistics
+BENCH_BATCH = {"mlp": (256, 32), "resnet8": (128, 8)}  # `ember bench train` (normal, --quick)
+PARAMS = {"mlp": 535818, "resnet8": 77754}            # nn/models.h
+
+
+# ---- The models, as ember builds them (nn/models.cpp) ----
+
+def make_model(name):
+    import torch.nn as nn
+    if name == "mlp":  # default init in both: U(±1/√fan_in) for weights and biases
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
+                             nn.ReLU(), nn.Linear(256, 10))
+
+    def conv_bn(cin, cout, k, stride=1, relu=False):
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*layers, *([nn.ReLU()] if relu else []))
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = conv_bn(cin, cout, 3, stride, relu=True)
+            self.conv2 = conv_bn(cout, cout, 3)
+            self.shortcut = conv_bn(cin, cout, 1, stride) if stride != 1 or cin != cout else None
+
+        def forward(self, x):
+            skip = self.shortcut(x) if self.shortcut is not None else x
+            return (self.conv2(self.conv1(x)) + skip).relu()
+
+    model = nn.Sequential(conv_bn(1, 16, 3, relu=True), BasicBlock(16, 16, 1), BasicBlock(16, 32, 2),
+                          BasicBlock(32, 64, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    assert sum(p.numel() for p in model.parameters()) == PARAMS[name], "the mirror drifted from nn/models.h"
+    return model
+
+
+# ---- Fashion-MNIST from its IDX files, and ember's transforms ----
+
+def default_data_dir():
+    env = os.environ.get("EMBER_DATA")
+    return os.path.join(env, "fashion-mnist") if env else "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(root, name):
+    import torch
+    for path, opener in ((os.path.join(root, name), open), (os.path.join(root, name + ".gz"), gzip.open)):
+        if os.path.exists(path):  # the raw file wins, as in ember
+            with opener(path, "rb") as f:
+                data = bytearray(f.read())
+            zero, code, ndim = struct.unpack(">HBB", data[:4])
+            if zero != 0 or code != 0x08:
+                sys.exit(f"{path}: not an IDX file of unsigned bytes")
+            dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+            return torch.frombuffer(data, dtype=torch.uint8, offset=4 + 4 * ndim).view(*dims)
+    sys.exit(f"{root}: no {name} (raw or .gz); pass --data-dir or set EMBER_DATA")
+
+
+def augment(x, crop, gen):
+    """x: f32 [B, 1, 28, 28] in [0, 1]. RandomCrop(28, padding 2, fill 0) for resnet8,
+    RandomHorizontalFlip(0.5), Normalize: ember's train_transforms, batched."""
+    import torch
+    import torch.nn.functional as F
+    b = x.shape[0]
+    if crop:
+        padded, r = F.pad(x[:, 0], (2, 2, 2, 2)), torch.arange(28)
+        oy, ox = torch.randint(0, 5, (b,), generator=gen), torch.randint(0, 5, (b,), generator=gen)
+        x = padded[torch.arange(b)[:, None, None], (oy[:, None] + r)[:, :, None],
+                   (ox[:, None] + r)[:, None, :]].unsqueeze(1)
+    flip = torch.rand(b, generator=gen) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    return (x - MEAN) / STD
+
+
+# ---- The PyTorch side of `train`, run in a child process ----
+
+def torch_train(cfg):
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(cfg["threads"])
+    torch.manual_seed(cfg["seed"])
+    root = cfg["data_dir"]
+    xtr, ytr = read_idx(root, "train-images-idx3-ubyte"), read_idx(root, "train-labels-idx1-ubyte")
+    xte, yte = read_idx(root, "t10k-images-idx3-ubyte"), read_idx(root, "t10k-labels-idx1-ubyte")
+    if 0 < cfg["limit"] < len(xtr):
+        xtr, ytr = xtr[:cfg["limit"]], ytr[:cfg["limit"]]
+    xtr, ytr, yte = xtr.unsqueeze(1), ytr.long(), yte.long()
+    xte = (xte.unsqueeze(1).float() / 255 - MEAN) / STD
+    model = make_model(cfg["model"])
+    params = [p for p in model.parameters() if p.requires_grad]
+    lr = cfg["lr"]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    try:  # one fused kernel, as ember's update (PyTorch's CPU default is a loop of ops)
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    n, batch, epochs = len(xtr), cfg["batch"], cfg["epochs"]
+    steps = math.ceil(n / batch)  # drop_last off, as ember's loader
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=lr, total_steps=max(2, steps * epochs), pct_start=0.3, anneal_strategy="cos",
+        cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25, final_div_factor=1e4)
+    gen = torch.Generator().manual_seed(cfg["seed"])
+    records = []
+    for epoch in range(epochs):
+        model.train()
+        start, loss_sum = time.perf_counter(), torch.zeros((), dtype=torch.float64)
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n, batch):
+            idx = perm[i:i + batch]
+            x = augment(xtr[idx].float().div_(255), cfg["model"] == "resnet8", gen)
+            loss = F.cross_entropy(model(x), ytr[idx])
+            loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            loss_sum += loss.detach()
+        secs = time.perf_counter() - start
+        model.eval()
+        correct, test_loss = 0, 0.0
+        with torch.no_grad():
+            for i in range(0, len(xte), 1000):
+                logits = model(xte[i:i + 1000])
+                test_loss += F.cross_entropy(logits, yte[i:i + 1000], reduction="sum").item()
+                correct += (logits.argmax(1) == yte[i:i + 1000]).sum().item()
+        records.append({"epoch": epoch, "train_loss": loss_sum.item() / steps, "epoch_time_s": secs,
+                        "samples_per_s": n / secs, "test_loss": test_loss / len(xte),
+                        "test_acc": correct / len(xte)})
+    return {"epochs": records, "params": sum(p.numel() for p in params)}
+
+
+# ---- Running children: output, exit status and peak RSS of each ----
+
+def run_child(cmd, env=None):
+    """Runs cmd; returns (stdout, peak RSS in MiB). wait4 gives this child's own peak
+    (RUSAGE_CHILDREN would give the largest of all children so far)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{stdout[-2000:]}{stderr[-2000:]}")
+    return stdout, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def torch_info():
+    import torch
+    show = torch.__config__.show()
+    find = lambda pat: (re.search(pat, show) or [None, "?"])[1]
+    return {"version": torch.__version__, "mkl": find(r"Math Kernel Library Version ([\d.]+)"),
+            "onednn": find(r"MKL-DNN (v[\d.]+)"), "cpu_capability": find(r"CPU capability usage: (\S+)")}
+
+
+class OtherLoad:
+    """CPUs that other processes kept busy, on average, since construction: all
+    busy CPU time (/proc/stat) less this process's and its children's."""
+
+    def __init__(self):
+        self.start = self.sample()
+
+    @staticmethod
+    def sample():
+        try:
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:9]]
+        except OSError:  # not Linux
+            return None
+        own = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage,
+                                                       (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+        return time.monotonic(), (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK"), own
+
+    def cpus(self):
+        end = self.sample()
+        if self.start is None or end is None:
+            return None
+        (t0, busy0, own0), (t1, busy1, own1) = self.start, end
+        return max(0.0, (busy1 - busy0) - (own1 - own0)) / max(1e-9, t1 - t0)
+
+
+def load_line(busy):
+    if busy is None or busy < 0.2:
+        return ""
+    return (f"\nnote: other processes kept {busy:.1f} of {os.cpu_count()} CPUs busy during the run:"
+            " these timings are not clean measurements")
+
+
+def info_line(t):
+    return f"torch {t['version']}: MKL {t['mkl']}, oneDNN {t['onednn']}, CPU capability {t['cpu_capability']}"
+
+
+def summarize(epochs, rss):
+    return {"samples_per_s_mean": statistics.mean(e["samples_per_s"] for e in epochs),
+            "samples_per_s_last": epochs[-1]["samples_per_s"],
+            "epoch_time_s_mean": statistics.mean(e["epoch_time_s"] for e in epochs),
+            "test_acc": epochs[-1].get("test_acc"), "peak_rss_mib": rss, "epochs": epochs}
+
+
+# ---- The two modes ----
+
+def train_mode(a):
+    data_dir, load = a.data_dir or default_data_dir(), OtherLoad()
+    with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
+        cmd = [a.ember, "train", "--model", a.model, "--epochs", a.epochs, "--batch-size", a.batch_size,
+               "--limit", a.limit, "--threads", a.threads, "--seed", a.seed, "--device", "cpu",
+               "--data-dir", data_dir, "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
+        ember_out, ember_rss = run_child(cmd)
+        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    ember = summarize([r for r in records if r.get("kind") == "epoch"], ember_rss)
+    # The mirror uses the LR and weight decay ember's start table says it used.
+    m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", ember_out)
+    if not m:
+        sys.exit("compare_pytorch: ember's start table has no 'optimizer adamw, lr ..., weight decay ...' line")
+    cfg = {"model": a.model, "epochs": a.epochs, "batch": a.batch_size, "limit": a.limit,
+           "threads": a.threads, "seed": a.seed, "data_dir": data_dir,
+           "lr": float(m.group(1)), "weight_decay": float(m.group(2))}
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    out, torch_rss = run_child([sys.executable, __file__, "_torch_worker", json.dumps(cfg)], env)
+    worker = json.loads(out.strip().splitlines()[-1])
+    torch_res = summarize(worker["epochs"], torch_rss)
+    ratio, busy = ember["samples_per_s_mean"] / torch_res["samples_per_s_mean"], load.cpus()
+    res = {"mode": "train", "config": cfg, "torch": worker["torch"], "ember": ember,
+           "pytorch": torch_res, "ember_over_pytorch_samples_per_s": ratio, "other_busy_cpus": busy}
+    if a.json:
+        return print(json.dumps(res, indent=2))
+    samples = a.limit if a.limit > 0 else "all"
+    print(f"train: {a.model} ({worker['params']} parameters), {a.epochs} epoch(s), batch {a.batch_size}, "
+          f"{a.threads} threads, {samples} training samples")
+    print(info_line(worker["torch"]))
+    rows = [("samples/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
+            ("samples/s, last epoch", "samples_per_s_last", "{:.0f}"),
+            ("epoch time (s), mean", "epoch_time_s_mean", "{:.2f}"),
+            ("test accuracy, last epoch", "test_acc", "{:.2%}"), ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}")]
+    print(f"\n{'':30}{'ember':>12}{'PyTorch':>12}")
+    for label, key, fmt in rows:
+        cell = lambda v: fmt.format(v) if v is not None else "-"
+        print(f"{label:30}{cell(ember[key]):>12}{cell(torch_res[key]):>12}")
+    print(f"\nember / PyTorch samples/s: {ratio:.2f}x{load_line(busy)}")
+
+
+def step_mode(a):
+    import torch
+    import torch.nn.functional as F
+    normal, quick = BENCH_BATCH[a.model]
+    batch = a.batch or normal
+    if batch not in (normal, quick):
+        sys.exit(f"step: `ember bench train` times {a.model} at batch {normal} (or {quick}, --quick) only")
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    x = torch.randn(batch, 784) if a.model == "mlp" else torch.randn(batch, 1, 28, 28)
+    y = torch.randint(0, 10, (batch,))
+    base = make_model(a.model)
+
+    def variant(memory_format=None, compiled=False):
+        model, xv = copy.deepcopy(base), x
+        if memory_format is not None:
+            model, xv = model.to(memory_format=memory_format), x.contiguous(memory_format=memory_format)
+        run = torch.compile(model) if compiled else model
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)  # ember bench train: p -= 0.01 * grad
+
+        def step():
+            loss = F.cross_entropy(run(xv), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        for _ in range(5 + a.warmup):  # ember: 5 checking steps, 1 for memory, then the warm-up
+            step()
+        return step
+
+    variants, unavailable = {"eager": variant()}, {}
+    if a.model == "resnet8":
+        variants["channels_last"] = variant(torch.channels_last)
+    if not a.no_compile:
+        try:
+            variants["compile"] = variant(compiled=True)
+        except Exception as e:  # no compiler, an unsupported op, ...
+            unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
+    env, load = dict(os.environ, OMP_NUM_THREADS=str(a.threads)), OtherLoad()
+    # `ember bench train` times both models; its threads are OpenMP's default, set by the environment.
+    cmd = [a.ember, "bench", "train", "--json", "--repeats", a.repeats, "--warmup", a.warmup]
+    cmd += ["--quick"] if batch == quick else []
+    times = {"ember": [], **{k: [] for k in variants}}
+    for _ in range(a.rounds):
+        rows = json.loads(run_child(cmd, env)[0])
+        times["ember"].append(next(r["ms"] for r in rows if r["kernel"] == f"{a.model} step"))
+        for name, step in variants.items():
+            ms = []
+            for _ in range(a.warmup):  # as ember's warm-up in each round
+                step()
+            for _ in range(a.repeats):
+                start = time.perf_counter()
+                step()
+                ms.append((time.perf_counter() - start) * 1e3)
+            times[name].append(statistics.median(ms))
+    med, busy = {k: statistics.median(v) for k, v in times.items()}, load.cpus()
+    fastest = min(variants, key=med.get)
+    speed = med[fastest] / med["ember"]
+    res = {"mode": "step", "model": a.model, "batch": batch, "threads": a.threads, "rounds": a.rounds,
+           "repeats": a.repeats, "torch": torch_info(), "median_ms": med, "rounds_ms": times,
+           "unavailable": unavailable, "fastest_pytorch": fastest, "pytorch_over_ember_time": speed,
+           "other_busy_cpus": busy}
+    if a.json:
+        return print(json.dumps(res, indent=2))
+    print(f"step: {a.model}, batch {batch}, {a.threads} threads; forward, cross-entropy, backward, SGD "
+          f"(lr 0.01); {a.rounds} rounds x {a.repeats} steps, median")
+    print(info_line(res["torch"]))
+    print(f"\n{'':24}{'median ms':>10}   per round")
+    for name in times:
+        label = "ember" if name == "ember" else f"PyTorch {name}"
+        print(f"{label:24}{med[name]:>10.3f}   " + " ".join(f"{t:.3f}" for t in times[name]))
+    for name, why in unavailable.items():
+        print(f"{'PyTorch ' + name:24}{'-':>10}   unavailable: {why}")
+    print(f"\nember speed vs fastest PyTorch ({fastest}): {speed:.2f}x "
+          f"(PyTorch ms / ember ms; > 1: ember faster){load_line(busy)}")
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "_torch_worker":  # the child of `train`
+        result = torch_train(json.loads(sys.argv[2]))
+        print(json.dumps({**result, "torch": torch_info()}))
+        return
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    for name in ("train", "step"):
+        s = sub.add_parser(name)
+        s.add_argument("--model", choices=["mlp", "resnet8"], default="mlp")
+        s.add_argument("--threads", type=int, default=2, help="OpenMP threads of both engines")
+        s.add_argument("--ember", default=str(REPO / "build/release/tools/ember"), help="the ember binary")
+        s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    t = sub.choices["train"]
+    t.add_argument("--epochs", type=int, default=5)
+    t.add_argument("--batch-size", type=int, default=128)
+    t.add_argument("--limit", type=int, default=0, help="train on the first N samples (0: all)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--data-dir", help="Fashion-MNIST's folder (default: $EMBER_DATA/fashion-mnist, "
+                                      "else the Debian package's)")
+    s = sub.choices["step"]
+    s.add_argument("--batch", type=int, help="256 or 32 for mlp, 128 or 8 for resnet8 (default: the first)")
+    s.add_argument("--rounds", type=int, default=3)
+    s.add_argument("--repeats", type=int, default=7, help="timed steps per round (ember's --repeats)")
+    s.add_argument("--warmup", type=int, default=2)
+    s.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
+    a = p.parse_args()
+    if not os.access(a.ember, os.X_OK):
+        sys.exit(f"{a.ember}: no ember binary there; build it or pass --ember")
+    train_mode(a) if a.mode == "train" else step_mode(a)
+
+
+if __name__ == "__main__":
+    main()
