@@ -47,6 +47,18 @@ std::string prepare_run_dir(const TrainConfig& c, std::time_t now) {
     return dir;
 }
 
+// The processor's name from /proc/cpuinfo ("" where there is none).
+std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            const size_t colon = line.find(':');
+            if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+        }
+    return "";
+}
+
 void print_start(const Run& r, const std::string& dir, const Position& pos) {
     const TrainConfig& c = r.config;
     std::printf("ember train: %s on %s, %lld epochs of %lld steps (batch %lld", c.model.c_str(),
@@ -64,11 +76,16 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf("  precision   %s%s%s\n", c.amp == "off" ? "f32" : c.amp.c_str(),
                 c.clip_grad > 0 ? (", gradients clipped at " + std::to_string(c.clip_grad)).c_str() : "",
                 c.checkpoint_activations ? ", activations recomputed" : "");
-    if (r.device.is_cpu())
-        std::printf("  device      cpu, %d OpenMP threads, %u hardware threads, %d loader workers\n",
-                    omp_get_max_threads(), std::thread::hardware_concurrency(), c.workers);
-    else
-        std::printf("  device      %s\n", r.device.str().c_str());
+    if (r.device.is_cpu()) {
+        const std::string cpu = cpu_model_name();
+        std::printf("  device      cpu%s%s, %d OpenMP threads, %u hardware threads, %d loader workers\n",
+                    cpu.empty() ? "" : " ", cpu.c_str(), omp_get_max_threads(),
+                    std::thread::hardware_concurrency(), c.workers);
+    } else {
+        const CudaDeviceProperties p = cuda_device_properties(r.device.index);
+        std::printf("  device      %s, %s, %.1f GiB\n", r.device.str().c_str(), p.name.c_str(),
+                    double(p.total_memory) / double(1 << 30));
+    }
     if (r.comm)
         std::printf("  ranks       %d (%s), batch %lld per rank, %lld in all\n", r.world_size(),
                     r.comm->backend().c_str(), (long long)c.batch_size,
