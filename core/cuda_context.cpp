@@ -9,6 +9,7 @@
 #include <cudnn.h>
 #endif
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -146,9 +147,70 @@ CudaDeviceProperties cuda_device_properties(int index) {
             p.sharedMemPerBlockOptin};
 }
 
+namespace {
+
+// The CUDA driver under the caching allocator: each call on the context's
+// device; out of memory is a null pointer (the allocator retries), any other
+// failure an Error.
+class CudaDeviceMemory final : public DeviceMemory {
+  public:
+    explicit CudaDeviceMemory(int index) : index_(index) {}
+    void* malloc(size_t bytes) override {
+        const DeviceGuard guard(Device::cuda(index_));
+        void* p = nullptr;
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            return nullptr;
+        }
+        EMBER_CUDA_CHECK(e);
+        return p;
+    }
+    void free(void* p) override {
+        const DeviceGuard guard(Device::cuda(index_));
+        cudaFree(p);  // runs from deleters: never throws
+    }
+    size_t free_bytes() override {
+        const DeviceGuard guard(Device::cuda(index_));
+        size_t free = 0, total = 0;
+        (void)cudaMemGetInfo(&free, &total);
+        return free;
+    }
+    Event record(Stream stream) override {
+        const DeviceGuard guard(Device::cuda(index_));
+        cudaEvent_t e = nullptr;
+        EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        EMBER_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream)));
+        return e;
+    }
+    bool query(Event e) override {
+        const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+        if (r == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        EMBER_CUDA_CHECK(r);
+        return true;
+    }
+    void destroy(Event e) override { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+    std::string name() const override { return "cuda:" + std::to_string(index_); }
+
+  private:
+    int index_;
+};
+
+bool direct_allocation() {
+    const char* v = std::getenv("EMBER_CUDA_ALLOC");
+    return v != nullptr && std::strcmp(v, "direct") == 0;
+}
+
+}  // namespace
+
 CudaContext::CudaContext(int index)
     : index_(index), properties_(cuda_device_properties(index)),
       resources_(std::make_unique<Resources>()) {
+    if (!direct_allocation())
+        cache_ = std::make_unique<CachingAllocator>(std::make_unique<CudaDeviceMemory>(index));
     const DeviceGuard guard(device());
     // The error flag: pinned host memory the device writes through unified
     // addressing (Note [Device error flag]).
@@ -172,6 +234,11 @@ CudaContext::~CudaContext() = default;  // never runs: contexts live as long as 
 
 Allocation CudaContext::allocate(size_t nbytes) {
     if (nbytes == 0) return {nullptr, {}};
+    if (cache_) {
+        void* p = cache_->allocate(nbytes, current_stream(device()).handle);
+        CachingAllocator* cache = cache_.get();  // contexts live as long as the process
+        return {p, [cache](void* q) { cache->free(q); }};
+    }
     const DeviceGuard guard(device());
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, nbytes);
@@ -193,6 +260,22 @@ Allocation CudaContext::allocate(size_t nbytes) {
                 if (keep >= 0) cudaSetDevice(keep);
             }};
 }
+
+void CudaContext::record_stream(void* p, StreamRef stream) {
+    EMBER_CHECK(stream.device == device(), "record_stream: a stream of ", stream.device,
+                " for memory of ", device());
+    if (cache_ && p != nullptr) cache_->record_stream(p, stream.handle);
+}
+
+CacheStats CudaContext::memory_stats() { return cache_ ? cache_->stats() : CacheStats{}; }
+
+void CudaContext::empty_cache() {
+    if (cache_) cache_->empty_cache();
+}
+
+CacheStats cuda_memory_stats(Device device) { return CudaContext::of(device).memory_stats(); }
+
+void cuda_empty_cache(Device device) { CudaContext::of(device).empty_cache(); }
 
 void* CudaContext::workspace(size_t nbytes, StreamRef stream) {
     EMBER_INTERNAL_ASSERT(stream.device == device());

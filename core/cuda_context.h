@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/caching_allocator.h"
 #include "core/device.h"
 #include "core/error_flag.h"
 
@@ -110,10 +111,19 @@ public:
     Device device() const { return Device::cuda(index_); }
     const CudaDeviceProperties& properties() const { return properties_; }
 
-    /// Device memory for a storage: today a plain cudaMalloc (the caching
-    /// allocator takes this slot); the deleter frees it. An Error naming the
-    /// request when the device is out of memory.
+    /// Device memory for a storage, from the caching allocator for use on
+    /// this thread's current stream (core/caching_allocator.h; a plain
+    /// cudaMalloc with EMBER_CUDA_ALLOC=direct); the deleter returns it. An
+    /// Error naming the request and the statistics when the device is out of
+    /// memory even after the cache was released.
     Allocation allocate(size_t nbytes);
+    /// Marks memory from allocate() as used on `stream` too: it is not reused
+    /// until the work queued there before its free has finished.
+    void record_stream(void* p, StreamRef stream);
+    /// The caching allocator's counters (all zero with EMBER_CUDA_ALLOC=direct).
+    CacheStats memory_stats();
+    /// Gives every wholly free cached segment back to the driver.
+    void empty_cache();
 
     /// This thread's cuBLAS handle for the device (a cublasHandle_t), created
     /// on first use and bound to `stream` and to the device's workspace.
@@ -140,6 +150,12 @@ private:
     CudaDeviceProperties properties_;
     std::unique_ptr<ErrorFlag> error_flag_;
     std::unique_ptr<Resources> resources_;
+    std::unique_ptr<CachingAllocator> cache_;  // null: EMBER_CUDA_ALLOC=direct
 };
+
+/// cuda:N's caching-allocator statistics and cache release (PyTorch's
+/// torch.cuda.memory_stats / empty_cache).
+CacheStats cuda_memory_stats(Device device);
+void cuda_empty_cache(Device device);
 
 }  // namespace ember

@@ -125,3 +125,34 @@ TEST_CASE("cuda context: many threads raising at once report one consistent rais
     CHECK(value == 1000 + position);
     CHECK_NOTHROW(synchronize(s));  // reported once, then cleared
 }
+
+TEST_CASE("cuda caching allocator: reuse, streams, and out of memory that leaves it usable",
+          "[cuda][allocator]") {
+    cuda_empty_cache(kGpu);
+    const CacheStats before = cuda_memory_stats(kGpu);
+    { Tensor a = empty({1 << 20}, {.device = kGpu}); }  // 4 MiB, freed at once
+    const CacheStats once = cuda_memory_stats(kGpu);
+    CHECK(once.device_mallocs == before.device_mallocs + 1);
+    { Tensor b = empty({1 << 20}, {.device = kGpu}); }  // the same block again
+    CHECK(cuda_memory_stats(kGpu).device_mallocs == once.device_mallocs);
+    CHECK(cuda_memory_stats(kGpu).allocated == before.allocated);
+
+    // Memory used on a side stream is not reused before that stream's work is done.
+    CudaStream side(kGpu);
+    Tensor c = empty({1 << 20}, {.device = kGpu});
+    CudaContext::of(kGpu).record_stream(c.data_ptr(), side.ref());
+    c = Tensor();
+    synchronize(side.ref());
+    Tensor d = full({1 << 20}, 3.0, {.device = kGpu});
+    check_close(d.to(Device::cpu()), std::vector<double>(1 << 20, 3.0), 0, 0);
+
+    // Far more than the device has: an Error with the figures, then business as usual.
+    const size_t too_much = CudaContext::of(kGpu).properties().total_memory * 2;
+    const std::string msg = error_of([&] { empty({int64_t(too_much / 4)}, {.device = kGpu}); });
+    CHECK(msg.find("out of memory on cuda:0") != std::string::npos);
+    CHECK(msg.find("bytes reserved") != std::string::npos);
+    CHECK(cuda_memory_stats(kGpu).oom_retries >= 1);
+    Tensor e = ones({1000}, {.device = kGpu});
+    check_close(e.to(Device::cpu()), std::vector<double>(1000, 1.0), 0, 0);
+    cuda_empty_cache(kGpu);
+}
