@@ -108,7 +108,7 @@ finders)
         fail "lr_find SVG is not well-formed"
     "$ember" max-batch --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch"
     grep -q "largest batch: 256 (the --max limit)" "$work/mb.txt" || fail "max-batch: $(cat "$work/mb.txt")"
-    grep -q "linearly scaled LR: 0.002 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
+    grep -q "linearly scaled LR: 0.006 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
     expect_error "not even a batch of 1 fits" "$ember" max-batch --memory-budget 1
     expect_error "0 < --start-lr < --end-lr" "$ember" lr-find --start-lr 1 --end-lr 0.5
     echo "ok: lr-find and max-batch"
