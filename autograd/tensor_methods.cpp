@@ -2,6 +2,7 @@
 // backward, and the user-facing face of the graph (requires_grad, grad,
 // backward, hooks). Declared in core/tensor.h.
 #include "autograd/graph.h"
+#include "core/host_sync.h"
 #include "core/tensor.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
@@ -55,6 +56,7 @@ Tensor Tensor::to(DType dt) const {
 Tensor Tensor::to(Device d, bool non_blocking) const {
     if (d == device()) return *this;
     // A non-blocking copy to the host lands in pinned memory, so it can really be async.
+    if (d.is_cpu() && !non_blocking) count_host_sync("to");  // waits for the device
     Tensor out = empty(shape(), {dtype(), d, non_blocking && d.is_cpu()});
     kernels::copy(out, *this, non_blocking);
     return record_identity("to", *this, out);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/host_cache.h"
+#include "core/host_sync.h"
 #include "core/tensor.h"
 #include "autograd/ops.h"
 #include "kernels/factories.h"

@@ -1,4 +1,6 @@
 // Tensor construction, element access, from_blob and error paths.
+#include <thread>
+
 #include "support.h"
 
 using namespace ember;
@@ -107,4 +109,28 @@ TEST_CASE("large host blocks are reused through the host cache", "[tensor][alloc
     c = Tensor();
     empty_host_cache();
     CHECK(host_cache_stats().cached_bytes == 0);
+}
+
+TEST_CASE("host-sync counter: CPU reads never count; counts are per op and reset on read",
+          "[tensor][host_sync]") {
+    (void)host_syncs();  // start from zero
+    const Tensor t = random_tensor({3, 4}, DType::f32, 9);
+    (void)t.at({1, 2});
+    (void)sum(t).item();
+    (void)t.to_vector<float>();
+    (void)t.to(Device::cpu());
+    CHECK(host_sync_total() == 0);
+    CHECK(host_syncs().empty());
+    count_host_sync("item");
+    count_host_sync("item");
+    count_host_sync("to");
+    CHECK(host_sync_total() == 3);
+    const std::map<std::string, int64_t> c = host_syncs();
+    CHECK(c.at("item") == 2);
+    CHECK(c.at("to") == 1);
+    CHECK(host_syncs().empty());  // reset by the read
+    // Per thread: another thread's syncs are its own.
+    std::thread other([] { count_host_sync("at"); });
+    other.join();
+    CHECK(host_sync_total() == 0);
 }

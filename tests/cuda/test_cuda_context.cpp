@@ -156,3 +156,20 @@ TEST_CASE("cuda caching allocator: reuse, streams, and out of memory that leaves
     check_close(e.to(Device::cpu()), std::vector<double>(1000, 1.0), 0, 0);
     cuda_empty_cache(kGpu);
 }
+
+TEST_CASE("host-sync counter: reads of device values count under their op's name",
+          "[cuda][host_sync]") {
+    (void)host_syncs();
+    const Tensor t = full({8}, 2.0, {.device = kGpu});
+    CHECK(sum(t).item() == 16.0);
+    CHECK(t.at({3}) == 2.0);
+    (void)t.to_vector<float>();
+    (void)t.to(Device::cpu());
+    const std::map<std::string, int64_t> c = host_syncs();
+    CHECK(c.at("item") == 1);
+    CHECK(c.at("at") == 1);
+    CHECK(c.at("to_vector") == 1);
+    CHECK(c.at("to") == 1);
+    (void)t.to(Device::cpu(), /*non_blocking=*/true);  // lands in pinned memory: no wait
+    CHECK(host_sync_total() == 0);
+}
