@@ -20,6 +20,7 @@ void run_copy(const Options&, Report&);
 void run_elementwise(const Options&, Report&);
 void run_reduce(const Options&, Report&);
 void run_softmax(const Options&, Report&);
+void run_nn(const Options&, Report&);
 void run_matmul(const Options&, Report&);
 void run_conv(const Options&, Report&);
 void run_loader(const Options&, Report&);
@@ -33,6 +34,8 @@ const std::vector<Family>& families() {
         {"elementwise", "binary and unary elementwise ops", run_elementwise},
         {"reduce", "sum, mean, max, var over rows and columns", run_reduce},
         {"softmax", "softmax and log_softmax over the last dim", run_softmax},
+        {"nn", "norms, cross-entropy, pooling, embedding and dropout, forward and backward",
+         run_nn},
         {"matmul", "matmul against Eigen on the same buffers", run_matmul},
         {"conv", "conv2d on ResNet-like shapes", run_conv},
         {"loader", "data loader on Fashion-MNIST: workers, trainer wait", run_loader},

@@ -91,9 +91,8 @@ void add_rows(const char* name, std::initializer_list<OpFamily> families, Device
                 Row r{name, kernel_label(*e, c), shape_label(c), ms, gbps, gflops, gbps / limit,
                       lim};
                 r.device = d.str();
-                // perf: each call allocates its output; on a GPU that is a
-                // cudaMalloc and a synchronizing cudaFree until the caching
-                // allocator takes the context's allocation slot.
+                // Each call allocates its output: on a GPU from the caching
+                // allocator (core/caching_allocator.h), no cudaMalloc once warm.
                 if (gpu) r.note = "front, allocates";
                 rep.add(r);
             }

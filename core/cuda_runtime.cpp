@@ -60,6 +60,15 @@ void CudaStream::copy_async(void* dst, const void* src, size_t nbytes) const {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, handle_));
 }
 
+bool CudaStream::query() const {
+    const cudaError_t e = cudaStreamQuery(handle_);
+    if (e == cudaErrorNotReady) return false;
+    EMBER_CUDA_CHECK(e);
+    return true;
+}
+
+void CudaStream::synchronize() const { ember::synchronize(ref()); }
+
 CudaEvent::CudaEvent(Device device, bool timing) : device_(device) {
     EMBER_CHECK(device.is_cuda(), "CudaEvent: expected a CUDA device, got ", device);
     CudaContext::of(device);
@@ -94,6 +103,14 @@ double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
 
 void CudaEvent::synchronize() const {
     EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+    CudaContext::of(device_).error_flag().check();  // the host has just synchronized
+}
+
+bool CudaEvent::query() const {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+    if (e == cudaErrorNotReady) return false;
+    EMBER_CUDA_CHECK(e);
+    return true;
 }
 
 }  // namespace ember

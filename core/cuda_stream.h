@@ -27,6 +27,11 @@ public:
     /// stream and returns. From pinned host memory the copy is truly
     /// asynchronous; the memory must stay untouched until it completes.
     void copy_async(void* dst, const void* src, size_t nbytes) const;
+    /// True when everything queued on the stream has finished; never blocks.
+    bool query() const;
+    /// Blocks until everything queued has finished, then checks the
+    /// device's error flag (as ember::synchronize(ref())).
+    void synchronize() const;
 
 private:
     Device device_;
@@ -49,8 +54,12 @@ public:
     /// blocking the host: e.g. the consumer's current stream
     /// (current_stream(device)), where ember's kernels for it are queued.
     void wait(StreamRef stream) const;
-    /// Blocks the host until the point is reached.
+    /// Blocks the host until the point is reached, then checks the device's
+    /// error flag (Note [Device error flag]).
     void synchronize() const;
+    /// True when the point has been reached (or the event was never
+    /// recorded); never blocks.
+    bool query() const;
     /// Milliseconds from `start` to `end` (both timing events, recorded and
     /// reached; synchronize on `end` first).
     static double elapsed_ms(const CudaEvent& start, const CudaEvent& end);

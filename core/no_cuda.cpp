@@ -55,6 +55,8 @@ CudaStream::~CudaStream() = default;
 void CudaStream::copy_async(void*, const void*, size_t) const {
     EMBER_FAIL("internal error: CudaStream without the CUDA backend");
 }
+bool CudaStream::query() const { return true; }
+void CudaStream::synchronize() const {}
 CudaEvent::CudaEvent(Device device, bool) : device_(device) {
     no_cuda("cannot create an event", device);
 }
@@ -62,6 +64,7 @@ CudaEvent::~CudaEvent() = default;
 void CudaEvent::record(StreamRef) {}
 void CudaEvent::wait(StreamRef) const {}
 void CudaEvent::synchronize() const {}
+bool CudaEvent::query() const { return true; }
 double CudaEvent::elapsed_ms(const CudaEvent&, const CudaEvent&) { return 0; }
 
 }  // namespace ember

@@ -1,9 +1,10 @@
 // Front for dropout: checks (p, dtypes, the mask's shape), outputs, and one
-// call through the dispatch. Kernels: kernels/cpu/dropout.cpp.
+// call through the dispatch. Kernels: kernels/cpu/dropout.cpp, kernels/cuda/dropout.cu.
 #include "kernels/dropout.h"
 #include "kernels/copy.h"
 
 #include "kernels/cpu/dropout.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -31,9 +32,12 @@ DropoutForward dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_
     if (x.numel() == 0) return r;
     const Tensor xc = contiguous(x);  // perf: a strided input is copied first
     const View out = view_of(r.output, op), mask = view_of(r.mask, op), in = view_of(xc, op);
-    // CUDA: math::uniform_at per element, like the CPU.
+    // CUDA: the same Philox stream (kernels/random_math.h): the same mask.
     dispatch({op, x.device(), {&r.output, &r.mask, &xc}},
-             [&] { cpu::dropout_forward(out, mask, in, p, seed, first_block); }, no_kernel);
+             [&] { cpu::dropout_forward(out, mask, in, p, seed, first_block); },
+             [&](auto stream) {
+                 cuda::dropout_forward(out, mask, in, p, seed, first_block, stream);
+             });
     return r;
 }
 
@@ -53,7 +57,7 @@ Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
     const Tensor g = contiguous(grad_y), m = contiguous(mask);
     const View o = view_of(out, op), vg = view_of(g, op), vm = view_of(m, op);
     dispatch({op, grad_y.device(), {&out, &g, &m}}, [&] { cpu::dropout_backward(o, vg, vm, p); },
-             no_kernel);
+             [&](auto stream) { cuda::dropout_backward(o, vg, vm, p, stream); });
     return out;
 }
 

@@ -1,13 +1,14 @@
 // Front for the indexing ops: argument checks, output allocation, and the
 // stride-0 views that turn index_select and embedding into one gather kernel
 // and index_add into a scatter_add, then one call through the dispatch.
-// Kernels: kernels/cpu/index.cpp.
+// Kernels: kernels/cpu/index.cpp, kernels/cuda/index.cu.
 #include "kernels/index.h"
 #include "kernels/copy.h"
 
 #include <optional>
 
 #include "kernels/cpu/index.h"
+#include "kernels/cuda/index.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -62,7 +63,8 @@ void run_gather(const char* op, const Tensor& out, const View& in, const View& i
     std::optional<int64_t> bad;
     const View o = view_of(out, op), all = view_of(index_tensor, op);
     const int64_t stride = input.stride(dim), size = input.size(dim);
-    // CUDA: cuda::gather reports a bad index through the device error flag.
+    // CUDA: a bad index raises the device error flag (an Error naming op at
+    // the next synchronization).
     dispatch({op, out.device(), {&out, &input, &index_tensor}},
              [&] {
                  if (out.numel() > 0)
@@ -70,7 +72,12 @@ void run_gather(const char* op, const Tensor& out, const View& in, const View& i
                  else if (index_tensor.numel() > 0)
                      bad = cpu::find_bad_index(all, size);
              },
-             no_kernel);
+             [&](auto stream) {
+                 if (out.numel() > 0)
+                     cuda::gather(o, in, index, stride, size, op, stream);
+                 else if (index_tensor.numel() > 0)
+                     cuda::find_bad_index(all, size, op, stream);
+             });
     if (bad) bad_index(op, *bad, dim, what, input);
 }
 
@@ -85,14 +92,15 @@ void run_scatter_add(const char* op, const Tensor& self, int64_t dim, const View
     View s = view_of(src, op);
     for (int d = 0; d < s.ndim; ++d) s.shape[d] = index.shape[d];  // the part index covers
     const View out = view_of(self, op);
-    // CUDA: cuda::scatter_add, deterministic (one thread per line along dim).
+    // CUDA: deterministic (one thread per line along dim); a bad index raises
+    // the device error flag and is skipped, so self keeps the valid sums.
     dispatch({op, self.device(), {&self, &src}},
              [&] {
                  if (auto bad = cpu::find_bad_index(index, self.size(dim)))
                      bad_index(op, *bad, dim, "self", self);
                  cpu::scatter_add(out, index, s, int(dim));
              },
-             no_kernel);
+             [&](auto stream) { cuda::scatter_add(out, index, s, int(dim), op, stream); });
     self.storage()->bump_version();
 }
 

@@ -1,12 +1,14 @@
 // Front for the fused cross-entropy: argument checks with the shapes in the
 // message, output allocation, contiguous operands, and one call through the
-// dispatch. On the CPU the targets are range-checked before any kernel runs;
-// a CUDA kernel reports a bad one through the device error flag.
-// Kernels: kernels/cpu/loss.cpp.
+// dispatch. On the CPU the targets are range-checked before any kernel runs
+// (inside the CPU entry: a host read); a CUDA kernel reports a bad one through
+// the device error flag at the next synchronization, and nothing is read back.
+// Kernels: kernels/cpu/loss.cpp, kernels/cuda/loss.cu.
 #include "kernels/loss.h"
 #include "kernels/copy.h"
 
 #include "kernels/cpu/loss.h"
+#include "kernels/cuda/loss.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -50,7 +52,7 @@ void check_class_targets(const char* op, const Tensor& target, int64_t classes,
     const CrossEntropyArgs a{classes, 0.0, ignore_index};
     const Tensor t = contiguous(target);
     dispatch({"check_class_targets", target.device(), {&t}}, [&] { check_targets(op, t, a); },
-             no_kernel);
+             [&](auto stream) { cuda::check_class_targets(op, view_of(t, op), a, stream); });
 }
 
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target,
@@ -69,7 +71,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                  check_targets(op, t, a);
                  if (n > 0) cpu::cross_entropy_forward(loss, lse, vx, vt, a);
              },
-             no_kernel);
+             [&](auto stream) { cuda::cross_entropy_forward(loss, lse, vx, vt, a, stream); });
     return r;
 }
 
@@ -100,7 +102,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                  check_targets(op, t, a);
                  if (n > 0) cpu::cross_entropy_backward(vo, vg, vx, vl, vt, a);
              },
-             no_kernel);
+             [&](auto stream) { cuda::cross_entropy_backward(vo, vg, vx, vl, vt, a, stream); });
     return out;
 }
 

@@ -54,7 +54,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
 /// ignore_index: "nll_loss: target 5 at row 2 is out of range for 5 classes
 /// (ignore_index -100)". target: i64 [N], any layout. Composite losses call
 /// it before indexing with the targets, so the error names them and the
-/// argument rather than the gather inside.
+/// argument rather than the gather inside. On a CUDA device the check is a
+/// kernel that raises the device error flag (nothing is read back): the
+/// Error comes at the next synchronization (Note [Device error flag]), as do
+/// the bad-target errors of cross_entropy_forward and _backward.
 void check_class_targets(const char* op, const Tensor& target, int64_t classes,
                          int64_t ignore_index);
 

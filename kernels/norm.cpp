@@ -1,7 +1,7 @@
 // Front for batch norm and layer norm: argument checks with the shapes in the
 // message, x brought to a contiguous [N, C, S] or [R, M], allocation of the
 // outputs and saved statistics, and one call through the dispatch. Kernels:
-// kernels/cpu/norm.cpp.
+// kernels/cpu/norm.cpp and kernels/cuda/batch_norm.cu and layer_norm.cu.
 #include "kernels/norm.h"
 #include "kernels/copy.h"
 
@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/cpu/norm.h"
+#include "kernels/cuda/norm.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -125,7 +126,8 @@ BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const
                           .eps = eps};
     dispatch({op, x.device(), {&r.output, &r.save_mean, &r.save_invstd, &xc, &weight, &bias,
                                &running_mean, &running_var}},
-             [&] { cpu::batch_norm_forward(a); }, no_kernel);
+             [&] { cpu::batch_norm_forward(a); },
+             [&](auto stream) { cuda::batch_norm_forward(a, stream); });
     if (running_mean.defined()) {
         running_mean.storage()->bump_version();
         running_var.storage()->bump_version();
@@ -154,7 +156,8 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
                           .running_var = view_of(running_var, op),
                           .eps = eps};
     dispatch({op, x.device(), {&out, &xc, &weight, &bias, &running_mean, &running_var}},
-             [&] { cpu::batch_norm_inference(a); }, no_kernel);
+             [&] { cpu::batch_norm_inference(a); },
+             [&](auto stream) { cuda::batch_norm_inference(a, stream); });
     return out;
 }
 
@@ -185,7 +188,8 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
                                   view_of(save_invstd, op)};
     dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &weight, &save_mean,
                                &save_invstd}},
-             [&] { cpu::batch_norm_backward(a); }, no_kernel);
+             [&] { cpu::batch_norm_backward(a); },
+             [&](auto stream) { cuda::batch_norm_backward(a, stream); });
     return r;
 }
 
@@ -243,7 +247,8 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
                           optional_view(b, op),
                           eps};
     dispatch({op, x.device(), {&r.output, &r.mean, &r.rstd, &xc, &w, &b}},
-             [&] { cpu::layer_norm_forward(a); }, no_kernel);
+             [&] { cpu::layer_norm_forward(a); },
+             [&](auto stream) { cuda::layer_norm_forward(a, stream); });
     return r;
 }
 
@@ -274,7 +279,8 @@ NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape
                                   rows(gc, {R, M}),      rows(xc, {R, M}),    optional_view(w, op),
                                   view_of(m, op),        view_of(s, op)};
     dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &w, &m, &s}},
-             [&] { cpu::layer_norm_backward(a); }, no_kernel);
+             [&] { cpu::layer_norm_backward(a); },
+             [&](auto stream) { cuda::layer_norm_backward(a, stream); });
     return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cuda/pool.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -138,7 +139,8 @@ MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 p
         const View v = view_of(values), i = view_of(indices), in = view_of(x);
         // CUDA: a hand-written kernel (cuDNN's pooling returns no indices).
         dispatch({"max_pool2d", x.device(), {&values, &indices, &x}},
-                 [&] { cpu::max_pool2d(v, i, in, w); }, no_kernel);
+                 [&] { cpu::max_pool2d(v, i, in, w); },
+                 [&](auto stream) { cuda::max_pool2d(v, i, in, w, stream); });
     }
     return {unbatched(values, input), unbatched(indices, input)};
 }
@@ -154,7 +156,8 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding, b
     if (out.numel() > 0) {
         const View o = view_of(out), in = view_of(x);
         dispatch({"avg_pool2d", x.device(), {&out, &x}},
-                 [&] { cpu::avg_pool2d(o, in, w, count_include_pad); }, no_kernel);
+                 [&] { cpu::avg_pool2d(o, in, w, count_include_pad); },
+                 [&](auto stream) { cuda::avg_pool2d(o, in, w, count_include_pad, stream); });
     }
     return unbatched(out, input);
 }
@@ -170,7 +173,8 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
     if (out.numel() > 0) {
         const View o = view_of(out), in = view_of(x);
         dispatch({"adaptive_avg_pool2d", x.device(), {&out, &x}},
-                 [&] { cpu::adaptive_avg_pool2d(o, in); }, no_kernel);
+                 [&] { cpu::adaptive_avg_pool2d(o, in); },
+                 [&](auto stream) { cuda::adaptive_avg_pool2d(o, in, stream); });
     }
     return unbatched(out, input);
 }
@@ -189,11 +193,12 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const
     if (dx.numel() > 0) {
         std::optional<int64_t> bad;
         const View gx = view_of(dx), gy = view_of(dy), vi = view_of(idx);
-        // CUDA: one thread per input element summing the windows over it
-        // (atomicAdd would not be deterministic); bad indices through the
-        // device error flag.
+        // CUDA: one thread per input element summing the outputs that chose
+        // it (atomicAdd would not be deterministic); a bad index raises the
+        // device error flag and surfaces at the next synchronization.
         dispatch({op, x.device(), {&dx, &dy, &idx}},
-                 [&] { bad = cpu::max_pool2d_backward(gx, gy, vi); }, no_kernel);
+                 [&] { bad = cpu::max_pool2d_backward(gx, gy, vi); },
+                 [&](auto stream) { cuda::max_pool2d_backward(gx, gy, vi, stream); });
         if (bad)
             EMBER_FAIL(op, ": index ", *bad, " in indices ", describe(indices), " is outside the ",
                        x.size(2), "x", x.size(3), " plane of input ", describe(input));
@@ -215,7 +220,10 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, Int2 
     if (dx.numel() > 0) {
         const View gx = view_of(dx), gy = view_of(dy);
         dispatch({op, x.device(), {&dx, &dy}},
-                 [&] { cpu::avg_pool2d_backward(gx, gy, w, count_include_pad); }, no_kernel);
+                 [&] { cpu::avg_pool2d_backward(gx, gy, w, count_include_pad); },
+                 [&](auto stream) {
+                     cuda::avg_pool2d_backward(gx, gy, w, count_include_pad, stream);
+                 });
     }
     return finish(dx, input);
 }
@@ -233,7 +241,8 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& inp
     if (dx.numel() > 0) {
         const View gx = view_of(dx), gy = view_of(dy);
         dispatch({op, x.device(), {&dx, &dy}},
-                 [&] { cpu::adaptive_avg_pool2d_backward(gx, gy); }, no_kernel);
+                 [&] { cpu::adaptive_avg_pool2d_backward(gx, gy); },
+                 [&](auto stream) { cuda::adaptive_avg_pool2d_backward(gx, gy, stream); });
     }
     return finish(dx, input);
 }

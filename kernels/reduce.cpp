@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -168,7 +169,10 @@ ValuesIndices extreme(const char* op, const Tensor& x, int64_t dim, bool keepdim
     const View values = want_values ? view_of(res.values, op) : View{};
     const View indices = view_of(res.indices, op), in = flat_view(p, op);
     dispatch({op, x.device(), {&res.values, &res.indices, &p.src}},
-             [&] { (is_max ? cpu::max : cpu::min)(values, indices, in, p.shape); }, no_kernel);
+             [&] { (is_max ? cpu::max : cpu::min)(values, indices, in, p.shape); },
+             [&](auto stream) {
+                 (is_max ? cuda::max : cuda::min)(values, indices, in, p.shape, stream);
+             });
     return res;
 }
 
@@ -183,8 +187,8 @@ Tensor arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, 
 
 }  // namespace
 
-// Each reduction: its checks, prepare(), then one dispatch. The CUDA kernels
-// take the no_kernel slots, on the same planned layout.
+// Each reduction: its checks, prepare(), then one dispatch; the CPU and CUDA
+// kernels take the same planned layout.
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     EMBER_CHECK(x.defined(), "sum: undefined tensor");
@@ -192,7 +196,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     const Prepared p = prepare("sum", x, dims, keepdim, dt, 0.0);
     if (!p.done)
         dispatch({"sum", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::sum(p.o, p.in, p.plan.shape); }, no_kernel);
+                 [&] { cpu::sum(p.o, p.in, p.plan.shape); },
+                 [&](auto stream) { cuda::sum(p.o, p.in, p.plan.shape, stream); });
     return p.out;
 }
 
@@ -202,7 +207,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     const Prepared p = prepare("mean", x, dims, keepdim, x.dtype(), NAN);
     if (!p.done)
         dispatch({"mean", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::mean(p.o, p.in, p.plan.shape); }, no_kernel);
+                 [&] { cpu::mean(p.o, p.in, p.plan.shape); },
+                 [&](auto stream) { cuda::mean(p.o, p.in, p.plan.shape, stream); });
     return p.out;
 }
 
@@ -214,7 +220,8 @@ Tensor norm(const Tensor& x, double ord, const Shape& dims, bool keepdim) {
     const Prepared p = prepare("norm", x, dims, keepdim, x.dtype(), 0.0);
     if (!p.done)
         dispatch({"norm", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::norm(p.o, p.in, p.plan.shape, ord); }, no_kernel);
+                 [&] { cpu::norm(p.o, p.in, p.plan.shape, ord); },
+                 [&](auto stream) { cuda::norm(p.o, p.in, p.plan.shape, ord, stream); });
     return p.out;
 }
 
@@ -224,7 +231,8 @@ Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
     const Prepared p = prepare("var", x, dims, keepdim, x.dtype(), NAN);
     if (!p.done)
         dispatch({"var", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::var(p.o, p.in, p.plan.shape, correction); }, no_kernel);
+                 [&] { cpu::var(p.o, p.in, p.plan.shape, correction); },
+                 [&](auto stream) { cuda::var(p.o, p.in, p.plan.shape, correction, stream); });
     return p.out;
 }
 
@@ -234,7 +242,8 @@ Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
     const Prepared p = prepare("std", x, dims, keepdim, x.dtype(), NAN);
     if (!p.done)
         dispatch({"std", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::std(p.o, p.in, p.plan.shape, correction); }, no_kernel);
+                 [&] { cpu::std(p.o, p.in, p.plan.shape, correction); },
+                 [&](auto stream) { cuda::std(p.o, p.in, p.plan.shape, correction, stream); });
     return p.out;
 }
 
@@ -243,7 +252,8 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
     const Prepared p = prepare("amax", x, dims, keepdim, x.dtype(), std::nullopt);
     if (!p.done)
         dispatch({"amax", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::amax(p.o, p.in, p.plan.shape); }, no_kernel);
+                 [&] { cpu::amax(p.o, p.in, p.plan.shape); },
+                 [&](auto stream) { cuda::amax(p.o, p.in, p.plan.shape, stream); });
     return p.out;
 }
 
@@ -252,7 +262,8 @@ Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
     const Prepared p = prepare("amin", x, dims, keepdim, x.dtype(), std::nullopt);
     if (!p.done)
         dispatch({"amin", x.device(), {&p.out, &p.plan.src}},
-                 [&] { cpu::amin(p.o, p.in, p.plan.shape); }, no_kernel);
+                 [&] { cpu::amin(p.o, p.in, p.plan.shape); },
+                 [&](auto stream) { cuda::amin(p.o, p.in, p.plan.shape, stream); });
     return p.out;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/softmax.h"
+#include "kernels/cuda/softmax.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -42,7 +43,8 @@ Tensor softmax_front(const char* op, const Tensor& x, int64_t dim, bool log) {
     const Tensor src = contiguous(x);
     const View o = view_of(out, op), i = view_of(src, op);
     dispatch({op, x.device(), {&out, &src}},
-             [&] { (log ? cpu::log_softmax : cpu::softmax)(o, i, s); }, no_kernel);
+             [&] { (log ? cpu::log_softmax : cpu::softmax)(o, i, s); },
+             [&](auto stream) { (log ? cuda::log_softmax : cuda::softmax)(o, i, s, stream); });
     return out;
 }
 
@@ -63,7 +65,9 @@ Tensor backward_front(const char* op, const Tensor& grad_y, const Tensor& y, int
     const View o = view_of(out, op), vg = view_of(g, op), vy = view_of(yc, op);
     dispatch({op, y.device(), {&out, &g, &yc}},
              [&] { (log ? cpu::log_softmax_backward : cpu::softmax_backward)(o, vg, vy, s); },
-             no_kernel);
+             [&](auto stream) {
+                 (log ? cuda::log_softmax_backward : cuda::softmax_backward)(o, vg, vy, s, stream);
+             });
     return out;
 }
 

@@ -101,9 +101,23 @@ TEST_CASE("cuda context: sync-debug mode names the op that raised at once", "[cu
     CHECK(msg.find("index -7 at position 5") != std::string::npos);
 }
 
+TEST_CASE("cuda context: sync-debug mode names a real op that read a bad index",
+          "[cuda][context]") {
+    const Tensor table = random_tensor({10, 4}, DType::f32, 3).to(kGpu);
+    const Tensor index = from_vector(std::vector<int64_t>{1, 2, 10, 3}).to(kGpu);
+    set_sync_debug(true);
+    const std::string msg = error_of([&] { (void)kernels::index_select(table, 0, index); });
+    set_sync_debug(false);
+    INFO(msg);
+    CHECK(msg.find("sync-debug: index_select(") != std::string::npos);
+    CHECK(msg.find("index 10 at position 2 is out of range [0, 10)") != std::string::npos);
+    synchronize(kGpu);  // the flag was cleared by the report: nothing more to raise
+}
+
 TEST_CASE("cuda context: an op without a CUDA kernel says so", "[cuda][context]") {
+    // matmul's CUDA kernel is cuBLAS, which comes with part 2 of the backend.
     const Tensor x = random_tensor({4, 5}, DType::f32, 1).to(kGpu);
-    CHECK_THROWS_WITH(softmax(x, 1), Catch::Contains("softmax: not implemented for cuda:0"));
+    CHECK_THROWS_WITH(matmul(x, x.t()), Catch::Contains("matmul: not implemented for cuda:0"));
 }
 
 TEST_CASE("cuda context: many threads raising at once report one consistent raise", "[cuda][context]") {

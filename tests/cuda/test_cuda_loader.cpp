@@ -45,3 +45,21 @@ TEST_CASE("cuda: an event orders a copy stream before the current stream", "[cud
     check_close(twice.to(Device::cpu()), mul(host, 2.0), 0, 0);
     done.synchronize();
 }
+
+TEST_CASE("cuda: stream and event queries report finished work", "[cuda][stream]") {
+    const Device d = Device::cuda(0);
+    CudaStream stream(d);
+    CudaEvent never(d), done(d, true), start(d, true);
+    CHECK(never.query());  // an event never recorded counts as reached
+    Tensor x = random_tensor({1 << 22}, DType::f32, 6).to(d);
+    start.record(stream.ref());
+    {
+        const StreamGuard guard(stream.ref());
+        for (int i = 0; i < 20; ++i) x = mul(x, 1.0001);  // queued on `stream`
+    }
+    done.record(stream.ref());
+    stream.synchronize();
+    CHECK(stream.query());
+    CHECK(done.query());
+    CHECK(CudaEvent::elapsed_ms(start, done) > 0);
+}

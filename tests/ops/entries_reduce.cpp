@@ -1,6 +1,8 @@
 // The reduction and softmax entries of the op table: sum, mean, norm, var,
 // std, amax, amin over sets of dims, the values of max and min along a dim,
-// and softmax, log_softmax and their backwards along one dim. No CUDA kernels yet.
+// and softmax, log_softmax and their backwards along one dim. All have CUDA
+// kernels (kernels/cuda/reduce.cu, softmax.cu), compared with the CPU's on
+// their cuda_cases by tests/cuda/test_cuda_ops.cpp.
 #include <cmath>
 
 #include "autograd/ops/reduce.h"
@@ -51,6 +53,14 @@ const std::vector<std::pair<Shape, int64_t>> kSoftmaxCases = {
     {{2, 3, 4, 5}, 2}, {{2, 3, 4, 5}, -4}, {{0, 5}, 1},      {{3, 0}, 1},       {{300, 257}, 1},
     {{300, 257}, 0},   {{70, 600}, 0},     {{4, 20000}, -1}, {{3, 700, 20}, 1},
 };
+// CUDA against the CPU: an inner dim (warps over rows), an outer dim and a
+// middle dim (threads over columns), all dims, a short row, a size-1 dim, long
+// rows and columns cut into chunks, and dims needing a permuted copy.
+const std::vector<std::pair<Shape, Shape>> kCudaCases = {
+    {{33, 65}, {1}},     {{33, 65}, {0}},     {{4, 5, 6}, {}},       {{7}, {0}},
+    {{6, 1}, {1}},       {{5, 300, 7}, {1}},  {{3, 70001}, {1}},     {{1, 150001}, {}},
+    {{20001, 3}, {0}},   {{2, 3, 4, 5}, {0, 2}}, {{1000, 9}, {1}},
+};
 // clang-format on
 
 // Each case with keepdim off and on, for each value of `vary` set by `set`.
@@ -68,6 +78,19 @@ std::vector<Case> reduce_cases(const std::vector<std::pair<Shape, Shape>>& table
     return out;
 }
 const auto kNoVariant = [](Args&, double) {};
+
+// kCudaCases (keepdim off) for each value of `vary` set by `set`.
+template <class Set>
+std::vector<Case> cuda_cases(const std::vector<double>& vary, Set set) {
+    std::vector<Case> out;
+    for (const auto& [shape, dims] : kCudaCases)
+        for (double v : vary) {
+            Case c{{shape}, {.dims = dims}};
+            set(c.args, v);
+            out.push_back(c);
+        }
+    return out;
+}
 
 int64_t side(bool quick) { return quick ? 1024 : 4096; }
 
@@ -141,6 +164,12 @@ OpEntry reduction(const char* name, Kind kind, std::vector<DType> dtypes, Domain
         return std::vector<Case>{{{{side(quick), side(quick)}}, {.dims = {1}}}};
     };
     e.flops = per_input(flops);
+    // Sums, means and extremes add in the CPU's order (Note [Reduction order] in
+    // kernels/cuda/reduce_plan.h): bit for bit. Norms and variances may differ by
+    // FMA contraction of their squares.
+    e.cuda = true;
+    e.cuda_exact = kind == Kind::sum || kind == Kind::mean || kind == Kind::amax ||
+                   kind == Kind::amin;
     return e;
 }
 
@@ -159,6 +188,7 @@ OpEntry simple(const char* name, Kind kind, Reduce raw, Reduce diff, std::vector
     };
     e.cases = reduce_cases(kReduceCases, {0}, kNoVariant);
     e.grad_cases = reduce_cases(kGradCases, {0}, kNoVariant);
+    e.cuda_cases = cuda_cases({0}, kNoVariant);
     if (kind == Kind::sum)  // rows, columns and everything
         e.bench_cases = [](bool quick) {
             const int64_t n = side(quick);
@@ -179,6 +209,7 @@ OpEntry moment(const char* name, Kind kind, Moment raw, Moment diff,
     };
     const auto set = [](Args& a, double c) { a.correction = c; };
     e.cases = reduce_cases(kReduceCases, corrections, set);
+    e.cuda_cases = cuda_cases({0, 1}, set);
     // The 0-d input only with correction 0: its variance is 0 (one element).
     e.grad_cases = reduce_cases({kGradCases.begin(), kGradCases.end() - 3}, {0, 1}, set);
     if (kind == Kind::var)
@@ -199,6 +230,7 @@ OpEntry norm_entry() {
     };
     const auto set = [](Args& a, double p) { a.p = p; };
     e.cases = reduce_cases(kReduceCases, {1, 2, INFINITY}, set);
+    e.cuda_cases = cuda_cases({1, 2, INFINITY}, set);
     e.grad_cases = reduce_cases(kGradCases, {1, 2, INFINITY}, set);
     return e;
 }
@@ -223,6 +255,9 @@ OpEntry along_dim(const char* name, bool is_max) {
     for (const auto& c : kReduceCases)
         if (c.second.size() == 1) one_dim.push_back(c);
     e.cases = reduce_cases(one_dim, {0}, kNoVariant);
+    for (const auto& [shape, dims] : kCudaCases)
+        if (dims.size() == 1) e.cuda_cases.push_back({{shape}, {.dims = dims}});
+    e.cuda_exact = true;  // the extremes and their first index: exact
     e.grad_cases = reduce_cases({{{2, 3, 4}, {0}},
                                  {{2, 3, 4}, {1}},
                                  {{2, 3, 4}, {2}},
@@ -247,6 +282,17 @@ OpEntry softmax(const char* name, bool log, bool backward) {
     e.layouts = {Layout::contiguous, Layout::transposed, Layout::strided};
     for (const auto& [shape, dim] : kSoftmaxCases)
         e.cases.push_back({std::vector<Shape>(backward ? 2 : 1, shape), {.dims = {dim}}});
+    // CUDA (kernels/cuda/softmax.cu): each launch mapping of softmax_plan.h —
+    // a warp per row (4, 16 and 32 values per lane), a block per row, a
+    // thread per column — with odd sizes, size 1 and 0, and a 0-d input.
+    // Not bit for bit: the device's exp differs from the CPU's by a few ulp.
+    e.cuda = true;
+    for (const auto& [shape, dim] : std::vector<std::pair<Shape, int64_t>>{
+             {{}, 0},         {{7}, 0},        {{4, 5}, 1},        {{4, 5}, 0},
+             {{5, 1}, 1},     {{3, 0}, 1},     {{33, 129}, 1},     {{300, 257}, 1},
+             {{9, 1000}, -1}, {{3, 1025}, 1},  {{4, 20000}, -1},   {{3, 700, 20}, 1},
+             {{2, 3, 4, 5}, 2}, {{70, 600}, 0}})
+        e.cuda_cases.push_back({std::vector<Shape>(backward ? 2 : 1, shape), {.dims = {dim}}});
     if (backward) {
         e.raw = [log](const std::vector<Tensor>& x, const Args& a) {
             return log ? K::log_softmax_backward(x[0], x[1], a.dims[0])

@@ -3,7 +3,8 @@
 
 Reads `ember bench --json` output, and for every GPU row whose kernel PyTorch
 has an equivalent for (copies, casts, elementwise ops), times PyTorch on the
-same shapes and dtypes on the same GPU: CUDA events around each run, the L2
+same shapes and dtypes on the same GPU (reductions, softmax and the nn
+family's norms, cross-entropy, pooling, embedding and dropout too): CUDA events around each run, the L2
 flushed before it, median of repeats. Prints one line per row: both times and
 ember's time over PyTorch's. Uses the PyTorch it finds; installs nothing.
 Usage: torch_peer.py bench.json [--repeats N]
@@ -67,6 +68,12 @@ def peer(row):
             (a,) = inputs(shapes, 1)
             return lambda: a.t().contiguous()
         return None
+    if family == "reduce":
+        return reduce_peer(kernel, shapes)
+    if family == "softmax":
+        return softmax_peer(kernel, shapes)
+    if family == "nn":
+        return nn_peer(kernel, shapes)
     if family != "elementwise":
         return None
     name, scalar = kernel.replace(" scalar", ""), kernel.endswith(" scalar")
@@ -85,6 +92,115 @@ def peer(row):
     if name == "clamp":
         (a,) = inputs(shapes, 1)
         return lambda: torch.clamp(a, -0.5, 0.5)
+    return None
+
+
+REDUCE = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax, "amin": torch.amin,
+          "var": torch.var, "std": torch.std}
+
+
+def reduce_peer(kernel, shapes):
+    """ "sum dims [1]", "sum all", "max dims [1]", "norm dims [1]" on the shape."""
+    m = re.match(r"(\w+) (?:dims \[([\d, ]*)\]|all)", kernel)
+    if not m:
+        return None
+    name = m.group(1)
+    dims = [int(d) for d in m.group(2).split(",")] if m.group(2) else None
+    (a,) = inputs(shapes, 1)
+    if name in REDUCE:
+        f = REDUCE[name]
+        return (lambda: f(a, dim=dims)) if dims is not None else (lambda: f(a))
+    if name in ("max", "min") and dims:
+        f = torch.max if name == "max" else torch.min
+        return lambda: f(a, dim=dims[0])
+    if name == "norm":
+        return lambda: torch.linalg.vector_norm(a, 2, dim=dims)
+    return None
+
+
+def softmax_peer(kernel, shapes):
+    """ "softmax dim 1", "log_softmax_backward dim 1"."""
+    m = re.match(r"(\w+) dim (-?\d+)", kernel)
+    if not m:
+        return None
+    name, dim = m.group(1), int(m.group(2))
+    a, b = inputs(shapes, 2)
+    fwd = {"softmax": lambda: torch.softmax(a, dim), "log_softmax": lambda: torch.log_softmax(a, dim)}
+    if name in fwd:
+        return fwd[name]
+    if name == "softmax_backward":
+        y = torch.softmax(b, dim)
+        return lambda: A._softmax_backward_data(a, y, dim, torch.float32)
+    if name == "log_softmax_backward":
+        y = torch.log_softmax(b, dim)
+        return lambda: A._log_softmax_backward_data(a, y, dim, torch.float32)
+    return None
+
+
+def nn_peer(kernel, shapes):
+    """The nn family's rows (bench/nn.cpp), on the shape of each row's first input."""
+    (s,) = shapes[:1]
+    g = torch.Generator(device="cuda").manual_seed(2024)
+    randn = lambda *shape: torch.randn(*shape, device="cuda", generator=g)
+    if kernel.startswith("batch_norm"):
+        x, w, b = randn(s), randn(s[1]), randn(s[1])
+        if kernel.endswith("fwd"):
+            return lambda: A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)
+        _, mean, invstd = A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)
+        gy = randn(s)
+        return lambda: A.native_batch_norm_backward(gy, x, w, None, None, mean, invstd, True, 1e-5,
+                                                    [True, True, True])
+    if kernel.startswith("layer_norm"):
+        x, w, b = randn(s), randn(s[-1]), randn(s[-1])
+        if kernel.endswith("fwd"):
+            return lambda: A.native_layer_norm(x, [s[-1]], w, b, 1e-5)
+        _, mean, rstd = A.native_layer_norm(x, [s[-1]], w, b, 1e-5)
+        gy = randn(s)
+        return lambda: A.native_layer_norm_backward(gy, x, [s[-1]], mean, rstd, w, b,
+                                                    [True, True, True])
+    if kernel.startswith("cross_entropy"):
+        rows = s[0]
+        x = randn(rows, 1000).requires_grad_(kernel.endswith("bwd"))
+        t = torch.randint(0, 1000, (rows,), device="cuda", generator=g)
+        if kernel.endswith("fwd"):
+            return lambda: F.cross_entropy(x, t, label_smoothing=0.1, reduction="none")
+        loss = F.cross_entropy(x, t, label_smoothing=0.1)
+        return lambda: torch.autograd.grad(loss, x, retain_graph=True)
+    if kernel.startswith("max_pool2d"):
+        if kernel.endswith("fwd"):
+            x = randn(s)
+            return lambda: F.max_pool2d(x, 2, return_indices=True)
+        x = randn(s[0], s[1], 2 * s[2], 2 * s[3])
+        y, idx = F.max_pool2d(x, 2, return_indices=True)
+        gy = randn(y.shape)
+        return lambda: A.max_pool2d_with_indices_backward(gy, x, [2, 2], [2, 2], [0, 0], [1, 1],
+                                                          False, idx)
+    if kernel.startswith("avg_pool2d"):
+        x = randn(s)
+        if kernel.startswith("avg_pool2d fwd"):
+            return lambda: F.avg_pool2d(x, 3, 1, 1)
+        gy = randn(s)
+        return lambda: A.avg_pool2d_backward(gy, x, [3, 3], [1, 1], [1, 1], False, True, None)
+    if kernel.startswith("adaptive_avg_pool2d"):
+        if kernel.endswith("fwd"):
+            x = randn(s)
+            return lambda: F.adaptive_avg_pool2d(x, 1)
+        x, gy = randn(s[0], s[1], 7, 7), randn(s)
+        return lambda: A._adaptive_avg_pool2d_backward(gy, x)
+    if kernel.startswith("embedding"):
+        table = randn(s)
+        lookups = shapes[1][0]  # "[32768, 256] [65536]": the table, then the lookups
+        idx = torch.randint(0, s[0], (lookups,), device="cuda", generator=g)
+        if kernel.startswith("embedding fwd"):
+            return lambda: F.embedding(idx, table)
+        grad = randn(lookups, s[1])
+        return lambda: torch.zeros_like(table).index_add_(0, idx, grad)
+    if kernel.startswith("dropout"):
+        x = randn(s)
+        if kernel.endswith("fwd"):
+            return lambda: A.native_dropout(x, 0.1, True)
+        mask = torch.rand(s, device="cuda", generator=g) > 0.1
+        return lambda: A.native_dropout_backward(x, mask, 1 / 0.9)
     return None
 
 

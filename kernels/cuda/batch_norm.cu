@@ -1,0 +1,291 @@
+// CUDA batch norm: training forward (statistics, running-stat update, apply),
+// eval, and backward. CPU twin: kernels/cpu/norm.cpp; math: docs/normalization.md.
+//
+// Math:  per-channel statistics by Welford (mean, m2, count) per thread,
+//        merged with Chan's formula, and plain sums for the backward, in
+//        Acc<T> (f32 for f32/f16/bf16, f64 for f64) where the CPU sums in
+//        f64; per-channel constants in f64 from those, rounded once; the
+//        elementwise pass evaluates the CPU's formulas in Acc<T>.
+// Bytes: forward reads x twice and writes y (3·numel·sizeof(T)); backward
+//        reads x and g twice and writes grad_input (5·numel·sizeof(T)). About
+//        10 FLOPs per element: memory-bound.
+// Launch: plans in kernels/cuda/norm_plan.h: a 256-thread block per channel,
+//        or `splits` blocks per channel writing partials and an ordered
+//        combine pass (few channels, many values each); one thread finishes
+//        each channel (running statistics updated exactly once); then a
+//        vectorized grid-stride apply pass.
+// perf: with S = 1 ([N, C] input) a channel block reads x with stride C
+//        (uncoalesced; neighbouring channels' blocks share the sectors in L2);
+//        a column-tiled statistics kernel like layer norm's would fix it.
+// Deterministic: no atomics; every order of additions depends on the shape only.
+// Test: tests/cuda/test_cuda_norm.cpp (plans: tests/kernels/test_norm_plan.cpp).
+#include <cmath>
+#include <optional>
+
+#include "core/cuda_check.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/loop.cuh"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/norm_common.cuh"
+#include "kernels/cuda/norm_plan.h"
+#include "kernels/cuda/workspace.h"
+#include "kernels/math.h"
+
+namespace ember::kernels::cuda {
+
+namespace {
+
+using math::Acc;
+using math::cast;
+using math::load;
+using namespace norm_detail;
+
+// One channel's constants for the elementwise pass, loaded as one vector.
+// Forward and eval: y = (x − m)·k + b. Backward: gx = k·g + b + k1·(x − m).
+template <class A>
+struct alignas(4 * sizeof(A)) ChannelConsts {
+    A m, k, b, k1;
+};
+
+// Training statistics: Welford over x; finish() runs once per channel.
+template <class T>
+struct BnForwardStats {
+    using A = Acc<T>;
+    using State = Welford<A>;
+    using Merge = WelfordMerge;
+    const T* x;
+    A* save_mean;
+    A* save_invstd;
+    Vec weight, bias, running_mean, running_var;
+    ChannelConsts<A>* consts;
+    double momentum, eps, count;  // count = N·S >= 2 (the front checks)
+
+    __device__ State identity() const { return {A(0), A(0), 0}; }
+    __device__ int channel(int64_t) const { return 0; }
+    __device__ State add(const State& s, int64_t i, int) const { return welford_add(s, load(x[i])); }
+    __device__ void finish(int64_t c, const State& s) const {
+        const double mean = double(s.mean), var = double(s.m2) / count;
+        const double invstd = 1 / sqrt(var + eps);
+        save_mean[c] = A(mean);
+        save_invstd[c] = A(invstd);
+        if (running_mean.data != nullptr) {  // PyTorch's rule: the unbiased variance
+            const double rm = vec_load(running_mean, c, 0), rv = vec_load(running_var, c, 0);
+            vec_store(running_mean, c, (1 - momentum) * rm + momentum * mean);
+            vec_store(running_var, c, (1 - momentum) * rv + momentum * var * count / (count - 1));
+        }
+        consts[c] = {A(mean), A(vec_load(weight, c, 1) * invstd), A(vec_load(bias, c, 0)), A(0)};
+    }
+};
+
+// Backward sums: a = Σ g, b = Σ g·(x − mean); Σ g·x̂ = invstd·b.
+template <class T>
+struct BnBackwardSums {
+    using A = Acc<T>;
+    using State = Sums2<A>;
+    using Merge = AddSums;
+    const T* x;
+    const T* g;
+    const A* mean;
+    const A* invstd;
+    Vec weight, grad_weight, grad_bias;
+    ChannelConsts<A>* consts;  // null: no grad_input
+    double count;
+
+    __device__ State identity() const { return {A(0), A(0)}; }
+    __device__ A channel(int64_t c) const { return mean[c]; }
+    __device__ State add(const State& s, int64_t i, A m) const {
+        const A gi = load(g[i]);
+        return {s.a + gi, s.b + gi * (load(x[i]) - m)};
+    }
+    __device__ void finish(int64_t c, const State& s) const {
+        const double inv = double(invstd[c]), sg = double(s.a), sgx = double(s.b);
+        vec_store(grad_weight, c, inv * sgx);
+        vec_store(grad_bias, c, sg);
+        if (consts == nullptr) return;
+        const double k = vec_load(weight, c, 1) * inv;
+        consts[c] = {mean[c], A(k), A(-k * sg / count), A(-k * inv * inv * sgx / count)};
+    }
+};
+
+// Logical block b reduces its chunk of channel b / splits (ChannelPlan);
+// with one split it finishes the channel itself, else it writes partials[b].
+template <class Op>
+__global__ void __launch_bounds__(kNormThreads)
+    channel_reduce_kernel(ChannelPlan p, Op op, typename Op::State* partials) {
+    using State = typename Op::State;
+    using Merge = typename Op::Merge;
+    for (int64_t blk = blockIdx.x; blk < p.blocks; blk += gridDim.x) {
+        const int64_t c = blk / p.splits, k = blk - c * p.splits, end = chunk_end(p, k);
+        int64_t j = chunk_begin(p, k) + threadIdx.x;
+        PlaneCursor at = PlaneCursor::at(p, j);
+        const auto ctx = op.channel(c);
+        State s = op.identity();
+        for (; j < end; j += p.threads, at.advance(p)) s = op.add(s, at.offset(p, c), ctx);
+        s = block_reduce(s, Merge{});
+        if (threadIdx.x == 0) {
+            if (p.splits == 1)
+                op.finish(c, s);
+            else
+                partials[blk] = s;
+        }
+    }
+}
+
+// Block c merges channel c's partials (thread t: k = t, t + 256, ...; then
+// the block's tree) and finishes the channel.
+template <class Op>
+__global__ void __launch_bounds__(kNormThreads)
+    channel_combine_kernel(ChannelPlan p, Op op, const typename Op::State* partials) {
+    using State = typename Op::State;
+    using Merge = typename Op::Merge;
+    for (int64_t c = blockIdx.x; c < p.C; c += gridDim.x) {
+        State s = op.identity();
+        for (int64_t k = threadIdx.x; k < p.splits; k += blockDim.x)
+            s = Merge{}(s, partials[c * p.splits + k]);
+        s = block_reduce(s, Merge{});
+        if (threadIdx.x == 0) op.finish(c, s);
+    }
+}
+
+template <class Op>
+void reduce_channels(const ChannelPlan& p, const Op& op, StreamRef stream) {
+    using State = typename Op::State;
+    std::optional<Workspace> partials;
+    if (p.splits > 1) partials.emplace(stream, size_t(p.blocks) * sizeof(State));
+    State* part = partials ? partials->template as<State>() : nullptr;
+    channel_reduce_kernel<<<unsigned(p.grid), p.threads, 0, stream.handle>>>(p, op, part);
+    EMBER_CUDA_CHECK(cudaGetLastError());
+    if (p.splits == 1) return;
+    const unsigned grid = unsigned(norm_min(p.C, kNormMaxGrid));
+    channel_combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(p, op, part);
+    EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T, bool kGrad>
+__device__ __forceinline__ T bn_apply_one(const ChannelConsts<Acc<T>>& q, T x, T g) {
+    if constexpr (kGrad)
+        return cast<T>(q.k * load(g) + q.b + q.k1 * (load(x) - q.m));
+    else
+        return cast<T>((load(x) - q.m) * q.k + q.b);
+}
+
+// The elementwise pass over a contiguous [N, C, S] of n elements: K elements
+// per step (one 16-byte load when K > 1), one division per step.
+template <class T, int K, bool kGrad>
+__global__ void bn_apply_kernel(int64_t n, int64_t C, int64_t S,
+                                const ChannelConsts<Acc<T>>* __restrict__ consts, T* out,
+                                const T* x, const T* g) {
+    const int64_t vecs = (n + K - 1) / K, stride = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vecs; v += stride) {
+        const int64_t i0 = v * K;
+        ChannelWalk w = ChannelWalk::at(i0, C, S);
+        if (i0 + K <= n) {
+            const Pack<T, K> xp = reinterpret_cast<const Pack<T, K>*>(x)[v];
+            Pack<T, K> gp = xp, o;
+            if constexpr (kGrad) gp = reinterpret_cast<const Pack<T, K>*>(g)[v];
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                o.v[k] = bn_apply_one<T, kGrad>(consts[w.c], xp.v[k], gp.v[k]);
+                w.next(C, S);
+            }
+            reinterpret_cast<Pack<T, K>*>(out)[v] = o;
+        } else {
+            for (int64_t i = i0; i < n; ++i, w.next(C, S))
+                out[i] = bn_apply_one<T, kGrad>(consts[w.c], x[i], kGrad ? g[i] : x[i]);
+        }
+    }
+}
+
+template <class T, bool kGrad>
+void bn_apply(int64_t N, int64_t C, int64_t S, const ChannelConsts<Acc<T>>* consts, T* out,
+              const T* x, const T* g, StreamRef stream) {
+    const int64_t n = N * C * S;
+    constexpr int K = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) > 8 ? 8 : int(16 / sizeof(T));
+    const bool vec = detail::aligned_for<K, T>(out) && detail::aligned_for<K, T>(x) &&
+                     (!kGrad || detail::aligned_for<K, T>(g));
+    if (vec)
+        bn_apply_kernel<T, K, kGrad><<<grid_for((n + K - 1) / K, kMapBlock), kMapBlock, 0,
+                                       stream.handle>>>(n, C, S, consts, out, x, g);
+    else
+        bn_apply_kernel<T, 1, kGrad>
+            <<<grid_for(n, kMapBlock), kMapBlock, 0, stream.handle>>>(n, C, S, consts, out, x, g);
+    EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+// Eval constants: scale = w / sqrt(running_var + eps), as the CPU computes it.
+template <class A>
+__global__ void bn_eval_consts_kernel(int64_t C, Vec rm, Vec rv, Vec w, Vec b, double eps,
+                                      ChannelConsts<A>* consts) {
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < C;
+         c += int64_t(gridDim.x) * blockDim.x)
+        consts[c] = {A(vec_load(rm, c, 0)), A(vec_load(w, c, 1) / sqrt(vec_load(rv, c, 1) + eps)),
+                     A(vec_load(b, c, 0)), A(0)};
+}
+
+}  // namespace
+
+void batch_norm_forward(const BatchNormArgs& a, StreamRef stream) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.out.is_contiguous() &&
+                          a.out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
+    const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
+    if (C == 0) return;
+    visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = Acc<T>;
+        const Workspace consts(stream, size_t(C) * sizeof(ChannelConsts<A>));
+        const BnForwardStats<T> op{x.ptr<const T>(),        a.save_mean.ptr<A>(),
+                                   a.save_invstd.ptr<A>(),  vec_of(a.weight),
+                                   vec_of(a.bias),          vec_of(a.running_mean),
+                                   vec_of(a.running_var),   consts.as<ChannelConsts<A>>(),
+                                   a.momentum,              a.eps,
+                                   double(N * S)};
+        reduce_channels(plan_channels(N, C, S), op, stream);
+        bn_apply<T, false>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
+                           x.ptr<const T>(), nullptr, stream);
+    });
+}
+
+void batch_norm_inference(const BatchNormArgs& a, StreamRef stream) {
+    const View &x = a.x, &out = a.out;
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous());
+    const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
+    if (x.numel() == 0) return;
+    visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = Acc<T>;
+        const Workspace consts(stream, size_t(C) * sizeof(ChannelConsts<A>));
+        bn_eval_consts_kernel<A><<<grid_for(C, 256), 256, 0, stream.handle>>>(
+            C, vec_of(a.running_mean), vec_of(a.running_var), vec_of(a.weight), vec_of(a.bias),
+            a.eps, consts.as<ChannelConsts<A>>());
+        EMBER_CUDA_CHECK(cudaGetLastError());
+        bn_apply<T, false>(N, C, S, consts.as<ChannelConsts<A>>(), out.ptr<T>(), x.ptr<const T>(),
+                           nullptr, stream);
+    });
+}
+
+void batch_norm_backward(const BatchNormBackwardArgs& a, StreamRef stream) {
+    const View& x = a.x;
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.grad_y.is_contiguous() &&
+                          a.grad_y.dtype == x.dtype);
+    const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
+    const bool want_input = a.grad_input.data != nullptr;
+    if (x.numel() == 0 || (!want_input && a.grad_weight.data == nullptr && a.grad_bias.data == nullptr))
+        return;
+    visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = Acc<T>;
+        const Workspace consts(stream, want_input ? size_t(C) * sizeof(ChannelConsts<A>) : 0);
+        const BnBackwardSums<T> op{x.ptr<const T>(),          a.grad_y.ptr<const T>(),
+                                   a.save_mean.ptr<const A>(), a.save_invstd.ptr<const A>(),
+                                   vec_of(a.weight),           vec_of(a.grad_weight),
+                                   vec_of(a.grad_bias),        consts.as<ChannelConsts<A>>(),
+                                   double(N * S)};
+        reduce_channels(plan_channels(N, C, S), op, stream);
+        if (want_input)
+            bn_apply<T, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.grad_input.ptr<T>(),
+                              x.ptr<const T>(), a.grad_y.ptr<const T>(), stream);
+    });
+}
+
+}  // namespace ember::kernels::cuda

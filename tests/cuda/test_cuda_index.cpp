@@ -1,0 +1,207 @@
+// CUDA index ops against the CPU backend, bit for bit: index_select, gather
+// and embedding (every dtype, i32 and i64 indices, every dim, strided and
+// expanded operands, size-0 and size-1 dims), scatter_add and index_add
+// (repeated indices, where the order of the adds shows; transposed self;
+// run-to-run determinism), bad indices as Errors naming the op at the next
+// synchronization (an empty gather's check too), and embedding's gradient.
+#include "kernels/index.h"
+#include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+namespace k = ember::kernels;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const DType kAll[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                      DType::i32, DType::i64, DType::u8,  DType::boolean};
+
+Tensor gpu(const Tensor& t) { return t.to(kGpu); }
+Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+Tensor random_index(const Shape& shape, int64_t hi, DType dtype, uint64_t seed) {
+    Generator g(seed);
+    return randint(0, hi, shape, {dtype}, &g);
+}
+
+Tensor layout(const Tensor& t, int64_t case_no) { return case_no % 2 ? non_contiguous(t) : t; }
+
+}  // namespace
+
+TEST_CASE("cuda index: index_select and gather equal the CPU for every dtype and dim",
+          "[cuda][index]") {
+    const Shape shapes[] = {{5}, {4, 3}, {2, 3, 4}, {3, 1, 5}, {2, 0, 3}, {1, 1, 1}, {3, 2, 7, 33}};
+    int64_t case_no = 0;
+    for (const Shape& shape : shapes)
+        for (int64_t dim = 0; dim < int64_t(shape.size()); ++dim)
+            for (DType dt : kAll)
+                for (DType it : {DType::i64, DType::i32}) {
+                    ++case_no;
+                    const int64_t size = shape[size_t(dim)];
+                    const Tensor input = layout(random_tensor(shape, dt, uint64_t(case_no)), case_no);
+                    INFO(shape_str(shape) << " dim " << dim << " " << dtype_name(dt) << " index "
+                                          << dtype_name(it));
+                    // index_select: a 1-d index, strided every other case.
+                    const int64_t n = size == 0 ? 0 : 1 + case_no % 9;
+                    const Tensor sel = layout(
+                        size == 0 ? empty({0}, {it}) : random_index({n}, size, it, case_no + 7),
+                        case_no / 2);
+                    check_close(host(k::index_select(gpu(input), dim, gpu(sel))),
+                                k::index_select(input, dim, sel), 0, 0);
+                    // gather: index as large as input except along dim (larger there).
+                    if (size == 0) continue;
+                    Shape ishape = shape;
+                    ishape[size_t(dim)] = 1 + case_no % 5;
+                    const Tensor idx =
+                        layout(random_index(ishape, size, it, case_no + 11), case_no / 4);
+                    check_close(host(k::gather(gpu(input), dim, gpu(idx))),
+                                k::gather(input, dim, idx), 0, 0);
+                }
+}
+
+TEST_CASE("cuda index: embedding equals the CPU, expanded and strided operands too",
+          "[cuda][index]") {
+    uint64_t seed = 1;
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+        for (DType it : {DType::i64, DType::i32}) {
+            const Tensor weight = random_tensor({50, 33}, dt, ++seed);
+            const Tensor idx = random_index({7, 13}, 50, it, ++seed);
+            check_close(host(k::embedding(gpu(weight), gpu(idx))), k::embedding(weight, idx), 0, 0);
+            // A transposed weight, a transposed and an expanded index, a 0-d index.
+            const Tensor wt = non_contiguous(weight);
+            check_close(host(k::embedding(gpu(weight).t().contiguous().t(), gpu(non_contiguous(idx)))),
+                        k::embedding(wt, idx), 0, 0);
+            const Tensor row = random_index({1, 9}, 50, it, ++seed);
+            check_close(host(k::embedding(gpu(weight), gpu(row).expand({4, 9}))),
+                        k::embedding(weight, row.expand({4, 9})), 0, 0);
+            const Tensor one = from_vector(std::vector<int64_t>{49}, {}).to(it);
+            check_close(host(k::embedding(gpu(weight), gpu(one))), k::embedding(weight, one), 0, 0);
+        }
+    // Many tokens: the grid-stride loop over more than one wave of blocks.
+    const Tensor w = random_tensor({1000, 257}, DType::bf16, 3);
+    const Tensor ids = random_index({64, 129}, 1000, DType::i64, 4);
+    check_close(host(k::embedding(gpu(w), gpu(ids))), k::embedding(w, ids), 0, 0);
+}
+
+TEST_CASE("cuda index: scatter_add and index_add equal the CPU bit for bit, every run",
+          "[cuda][index]") {
+    struct Case {
+        Shape self, index;
+        int64_t dim;
+    };
+    // Few targets and long lines: sums of many terms, where the order shows.
+    const Case cases[] = {{{5, 7}, {40, 7}, 0},      {{6, 3, 4}, {6, 30, 4}, 1}, {{9}, {200}, 0},
+                          {{4, 5}, {3, 60}, 1},      {{1, 1}, {1, 1}, 0},        {{3, 8, 2}, {2, 7, 50}, 2},
+                          {{2, 0, 3}, {2, 0, 3}, 0}, {{64, 300}, {5000, 300}, 0}};
+    uint64_t seed = 1;
+    for (const Case& c : cases)
+        for (DType dt : kAll)
+            for (bool strided : {false, true}) {
+                INFO("self " << shape_str(c.self) << " index " << shape_str(c.index) << " dim "
+                             << c.dim << " " << dtype_name(dt) << (strided ? " strided" : ""));
+                const Tensor self = random_tensor(c.self, dt, ++seed, -100, 100);
+                const int64_t size = c.self[size_t(c.dim)];
+                const Tensor idx = layout(random_index(c.index, std::max<int64_t>(size, 1),
+                                                       DType::i64, ++seed), strided);
+                const Tensor src = random_tensor(c.index, dt, ++seed, -100, 100);
+                if (size == 0 && idx.numel() > 0) continue;
+                const Tensor want = k::scatter_add(self, c.dim, idx, src);
+                // In place into a transposed self on the device.
+                Tensor dself = gpu(self);
+                if (strided) dself = non_contiguous(dself);
+                k::scatter_add_(dself, c.dim, gpu(idx), gpu(src));
+                check_close(host(dself), want, 0, 0);
+                const Tensor again = k::scatter_add(gpu(self), c.dim, gpu(idx), gpu(src));
+                check_close(host(again), want, 0, 0);
+                // index_add: a 1-d index along dim, source of self's shape elsewhere.
+                Shape sshape = c.self;
+                sshape[size_t(c.dim)] = c.index[size_t(c.dim)];
+                const Tensor source = layout(random_tensor(sshape, dt, ++seed, -100, 100), strided);
+                const Tensor line = random_index({sshape[size_t(c.dim)]}, std::max<int64_t>(size, 1),
+                                                 DType::i32, ++seed);
+                if (size == 0 && line.numel() > 0) continue;
+                check_close(host(k::index_add(gpu(self), c.dim, gpu(line), gpu(source))),
+                            k::index_add(self, c.dim, line, source), 0, 0);
+            }
+}
+
+TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", "[cuda][index]") {
+    const Tensor input = gpu(random_tensor({4, 6}, DType::f32, 1));
+    std::vector<int64_t> v = {0, 3, 1, 2, 3, 0};
+    v[4] = 6;
+    const Tensor bad = gpu(from_vector(v, {6}));
+    std::string msg = error_of([&] { (void)host(k::index_select(input, 1, bad)); });
+    INFO(msg);
+    CHECK(msg.find("index_select: index 6 at position 4 is out of range [0, 6)") != std::string::npos);
+
+    std::vector<int32_t> g = {0, 1, 2, 3, -2, 1, 0, 0};
+    msg = error_of([&] {
+        (void)k::gather(input, 0, gpu(from_vector(g, {2, 4})));
+        synchronize(kGpu);
+    });
+    CHECK(msg.find("gather: index -2 at position 4 is out of range [0, 4)") != std::string::npos);
+
+    msg = error_of([&] {
+        (void)host(k::embedding(input, gpu(from_vector(std::vector<int64_t>{1, 4}, {2}))));
+    });
+    CHECK(msg.find("embedding: index 4 at position 1 is out of range [0, 4)") != std::string::npos);
+
+    // An empty output still checks its indices (input [0, 6]: out [0, 2]).
+    const Tensor empty_in = gpu(zeros({0, 6}));
+    msg = error_of([&] {
+        (void)host(k::index_select(empty_in, 1, gpu(from_vector(std::vector<int64_t>{2, 9}, {2}))));
+    });
+    CHECK(msg.find("index_select: index 9 at position 1") != std::string::npos);
+
+    // scatter_add: self gets every valid contribution, the bad one is skipped.
+    const Tensor self = random_tensor({3, 4}, DType::f32, 2), src = random_tensor({2, 4}, DType::f32, 3);
+    std::vector<int64_t> s = {0, 2, 1, 1, 2, 7, 0, 1};
+    Tensor dself = gpu(self);
+    msg = error_of([&] {
+        k::scatter_add_(dself, 0, gpu(from_vector(s, {2, 4})), gpu(src));
+        synchronize(kGpu);
+    });
+    CHECK(msg.find("scatter_add: index 7 at position 5 is out of range [0, 3)") != std::string::npos);
+    std::vector<float> zeroed = src.to_vector<float>();
+    zeroed[5] = 0;  // the skipped contribution
+    s[5] = 0;
+    check_close(host(dself), k::scatter_add(self, 0, from_vector(s, {2, 4}), from_vector(zeroed, {2, 4})),
+                0, 0);
+
+    msg = error_of([&] {
+        (void)host(k::index_add(gpu(self), 1, gpu(from_vector(std::vector<int64_t>{0, -1}, {2})),
+                                gpu(random_tensor({3, 2}, DType::f32, 4))));
+    });
+    CHECK(msg.find("index_add: index -1") != std::string::npos);
+    CHECK_NOTHROW(synchronize(kGpu));  // reported once; the device is usable
+    check_close(host(k::gather(input, 0, gpu(from_vector(std::vector<int64_t>{3, 0}, {1, 2})))),
+                k::gather(host(input), 0, from_vector(std::vector<int64_t>{3, 0}, {1, 2})), 0, 0);
+}
+
+TEST_CASE("cuda index: embedding's gradient on the device equals the CPU's", "[cuda][index]") {
+    for (DType dt : {DType::f32, DType::bf16}) {
+        const Tensor w0 = random_tensor({40, 24}, dt, 5);
+        const Tensor ids = random_index({16, 33}, 40, DType::i64, 6);  // many repeats
+        const Tensor g0 = random_tensor({16, 33, 24}, dt, 7);
+        Tensor grads[2];
+        for (int dev = 0; dev < 2; ++dev) {
+            Tensor w = dev ? gpu(w0) : w0.clone();
+            w.set_requires_grad(true);
+            const Tensor out = embedding(w, dev ? gpu(ids) : ids);
+            out.backward(dev ? gpu(g0) : g0);
+            grads[dev] = host(w.grad());
+        }
+        INFO(dtype_name(dt));
+        check_close(grads[1], grads[0], 0, 0);
+    }
+}
