@@ -5,13 +5,19 @@
 // runs). Bytes per parameter: AdamW 28 (p, g, m, v read; p, m, v written),
 // SGD with momentum 20, LAMB 44 (two passes); the limit is the copy
 // bandwidth measured in the same run. The fused and the unfused AdamW are
-// checked against each other first.
+// checked against each other first. With a GPU, the fused rows again on
+// cuda:0 (the parameters copied there, checked against the CPU's step first),
+// timed with CUDA events against the device's copy bandwidth, with the
+// kernel launches one step makes (kernels/cuda/optim_plan.h).
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "bench/bench.h"
 #include "ember/ember.h"
 #include "ember/kernels.h"
+#include "kernels/cuda/optim_plan.h"
 
 namespace ember::bench {
 
@@ -40,6 +46,26 @@ struct Model {
     int64_t numel = 0;
     std::string label;
 };
+
+// The model's parameters and gradients copied to `d`.
+Model model_on(const Model& m, Device d) {
+    Model out = m;
+    out.params.clear();
+    for (const Tensor& p : m.params) {
+        Tensor q = p.to(d).clone().set_requires_grad(true);
+        q.set_grad(p.grad().to(d).clone());
+        out.params.push_back(q);
+    }
+    return out;
+}
+
+// Kernel launches of one fused step over `m` (one group): `passes` per
+// launch of at most kMaxLaunchTensors tensors.
+int64_t launches_per_step(const Model& m, int passes) {
+    std::vector<int64_t> numels;
+    for (const Tensor& p : m.params) numels.push_back(p.numel());
+    return int64_t(kernels::cuda::update_launches(numels).size()) * passes;
+}
 
 Model make_model(const std::vector<Shape>& shapes, uint64_t seed) {
     Model m;
@@ -103,6 +129,23 @@ void run_optim(const Options& o, Report& rep) {
         }
     }
 
+    const std::optional<Device> gpu = bench_gpu();
+    if (gpu) {  // The fused AdamW on the GPU agrees with the CPU's.
+        Model a = make_model(model_shapes(200'000, 64), 1);
+        Model b = model_on(a, *gpu);
+        optim::AdamW on_cpu(a.params, {.lr = 1e-3, .weight_decay = 0.01});
+        optim::AdamW on_gpu(b.params, {.lr = 1e-3, .weight_decay = 0.01});
+        for (int s = 0; s < 3; ++s) on_cpu.step(), on_gpu.step();
+        for (size_t i = 0; i < a.params.size(); ++i) {
+            const double err =
+                K::amax(K::abs(K::sub(a.params[i], b.params[i].to(Device::cpu())))).item();
+            EMBER_CHECK(err <= 1e-6, "bench optim: AdamW on ", *gpu, " differs from the CPU's by ",
+                        err, " in tensor ", i);
+        }
+    }
+    const double gpu_limit = gpu ? measure_gpu_copy_gbps(*gpu, o) : 0;
+    const std::string gpu_lim = gpu ? limit_label("copy", gpu_limit, "GB/s") : "";
+
     for (const auto& shapes : cases) {
         Model m = make_model(shapes, 2);
         struct Variant {
@@ -120,6 +163,29 @@ void run_optim(const Options& o, Report& rep) {
             const double ms = median_ms([&] { v.opt->step(); }, o.warmup, o.repeats);
             const double gbps = v.bytes_per_param * double(m.numel) / (ms * 1e6);
             rep.add({"optim", v.kernel, m.label, ms, gbps, -1, gbps / limit, lim});
+        }
+        if (gpu) {
+            const Model g = model_on(m, *gpu);
+            struct GpuVariant {
+                const char* kernel;
+                double bytes_per_param;
+                int passes;
+                std::unique_ptr<optim::Optimizer> opt;
+            };
+            std::vector<GpuVariant> gv;
+            gv.push_back({"adamw fused", 28, 1, std::make_unique<optim::AdamW>(g.params, optim::AdamWOptions{})});
+            gv.push_back({"sgd momentum fused", 20, 1,
+                          std::make_unique<optim::SGD>(g.params, optim::SGDOptions{.lr = 1e-3, .momentum = 0.9})});
+            gv.push_back({"lamb fused", 44, 3, std::make_unique<optim::LAMB>(g.params, optim::LAMBOptions{})});
+            for (GpuVariant& v : gv) {
+                v.opt->step();  // state allocated outside the timing
+                const double ms = gpu_median_ms(*gpu, [&] { v.opt->step(); }, o);
+                const double gbps = v.bytes_per_param * double(m.numel) / (ms * 1e6);
+                Row r{"optim", v.kernel, m.label, ms, gbps, -1, gbps / gpu_limit, gpu_lim};
+                r.device = gpu->str();
+                r.note = std::to_string(launches_per_step(m, v.passes)) + " launches per step";
+                rep.add(r);
+            }
         }
         UnfusedAdamW loop;
         loop.step(m.params, 1e-3, 0.01);

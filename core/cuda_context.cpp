@@ -9,6 +9,7 @@
 #include <cudnn.h>
 #endif
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -105,6 +106,17 @@ std::string cuda_versions() {
 #endif
     return s;
 }
+
+// The one process-wide TF32 switch of f32 matmul (core/cuda_context.h).
+namespace {
+std::atomic<bool>& allow_tf32_flag() {
+    static std::atomic<bool> on{false};
+    return on;
+}
+}  // namespace
+
+void set_allow_tf32(bool on) { allow_tf32_flag().store(on, std::memory_order_relaxed); }
+bool allow_tf32() { return allow_tf32_flag().load(std::memory_order_relaxed); }
 
 // ---- The context ----
 

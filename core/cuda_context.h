@@ -76,6 +76,47 @@ void synchronize(Device device);
 void set_sync_debug(bool on);
 bool sync_debug();
 
+/// TF32 in f32 matrix products on CUDA (PyTorch's
+/// torch.backends.cuda.matmul.allow_tf32): cuBLAS then rounds the operands
+/// to 10 mantissa bits inside its tensor cores and accumulates in f32, for
+/// several times the f32 rate and ~1e-3 relative error. Off by default, so
+/// f32 products match the CPU's to f32 rounding. One setting per process,
+/// read at each matmul; f16, bf16 and f64 products ignore it.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
+// cuDNN's convolution algorithm choice (TIPS #7; docs/cuda.md, "Convolution
+// (cuDNN)"). Defined beside the cache they steer, kernels/conv_algos.cpp.
+
+/// Benchmark mode, on by default: the first conv2d (forward, backward data or
+/// backward filter) of a shape on a CUDA device times cuDNN's candidate
+/// algorithms — one host synchronization, once per shape — and caches the
+/// fastest. Off: cuDNN's heuristic first choice, no timing. Choices made in
+/// either mode are cached apart.
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
+
+/// Deterministic mode, off by default: only algorithms cuDNN marks
+/// deterministic, so one process gets the same bits from the same inputs on
+/// every call. Timing may pick another algorithm in another process: for the
+/// same bits across runs, also turn benchmark mode off, or load the choices
+/// of a previous run (load_conv_algorithms).
+void set_cudnn_deterministic(bool on);
+bool cudnn_deterministic();
+
+/// Writes the algorithm choices cached on every CUDA device to `path`
+/// (atomically: the old file or the new, never a mix), tagged with the
+/// device's name. Returns the number of entries written.
+size_t save_conv_algorithms(const std::string& path);
+/// Reads a file written by save_conv_algorithms into the cache of every CUDA
+/// device whose name matches an entry's (entries of other GPUs are skipped),
+/// so that a second run does not time again. An Error naming the file and the
+/// line for anything malformed, in which case nothing is loaded. Returns the
+/// number of (device, entry) pairs loaded.
+size_t load_conv_algorithms(const std::string& path);
+/// Forgets every cached choice on every device.
+void clear_conv_algorithms();
+
 /// The CUDA libraries this build uses and the driver it found, e.g.
 /// "runtime 13.0, driver 13.0, cuBLAS 13.1.0, cuDNN 9.19.0" ("driver none"
 /// when no driver is installed; "" in a build without CUDA).

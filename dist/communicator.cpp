@@ -1,11 +1,13 @@
 // The launcher's environment, the blocking forms of the collectives, the
-// single-process communicator and init(). The MPI backend: dist/mpi.cpp.
+// single-process communicator and init(). The MPI backend: dist/mpi.cpp; the
+// NCCL backend: dist/nccl.cpp.
 #include "dist/communicator.h"
 
 #include <cstdlib>
 
 #include "core/error.h"
 #include "dist/check.h"
+#include "dist/nccl.h"
 
 namespace ember::dist {
 
@@ -122,12 +124,30 @@ std::shared_ptr<Communicator> single_process(CommunicatorOptions options) {
     return std::make_shared<SingleCommunicator>(options);
 }
 
+Device local_cuda_device(int local_rank, int visible) {
+    EMBER_CHECK(visible > 0, "dist: no CUDA device is visible to this process (local rank ",
+                local_rank, "); NCCL needs one GPU per rank");
+    if (visible == 1) return Device::cuda(0);
+    EMBER_CHECK(local_rank >= 0 && local_rank < visible, "dist: local rank ", local_rank,
+                " has no GPU of its own: ", visible, " CUDA devices are visible; start at most ",
+                visible, " ranks per machine (or give each rank one device)");
+    return Device::cuda(local_rank);
+}
+
 std::shared_ptr<Communicator> init(const std::string& backend, CommunicatorOptions options) {
-    EMBER_CHECK(backend == "auto" || backend == "mpi" || backend == "single",
-                "dist::init: backend '", backend, "' is not one of auto, mpi, single");
+    EMBER_CHECK(backend == "auto" || backend == "mpi" || backend == "nccl" || backend == "single",
+                "dist::init: backend '", backend, "' is not one of auto, mpi, nccl, single");
     EMBER_CHECK(options.timeout.count() > 0, "dist::init: the timeout must be positive");
     if (backend == "single") return single_process(options);
     const LaunchInfo launch = launch_info_from_env();
+    if (backend == "nccl" || (backend == "auto" && options.device.is_cuda())) {
+        EMBER_CHECK(nccl_built(), "dist::init: ",
+                    backend == "nccl" ? str("the NCCL backend was asked for")
+                                      : str("tensors on ", options.device, " need NCCL"),
+                    " but ember was built without it (CUDA and NCCL's headers and library are "
+                    "needed; set NCCL_ROOT and configure again)");
+        return make_nccl_communicator(options, launch);
+    }
     if (backend == "auto" && launch.size == 1) return single_process(options);
     EMBER_CHECK(mpi_built(), "dist::init: ",
                 backend == "mpi" ? str("the MPI backend was asked for")

@@ -231,6 +231,11 @@ class MpiCommunicator final : public Communicator {
         state_->timeout = o.timeout;
     }
 
+    void set_timeout(std::chrono::milliseconds t) override {
+        Communicator::set_timeout(t);
+        state_->timeout = t;  // what the works started from now on wait for
+    }
+
     ~MpiCommunicator() override {
         MpiProcess& p = mpi_process();
         std::lock_guard<std::mutex> lock(p.mu);

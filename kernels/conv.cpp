@@ -1,10 +1,12 @@
 // Fronts for conv2d and conv2d_backward: argument checks naming shapes,
-// dtypes and devices, the output size, f16/bf16 through f32, contiguous
-// operands for the kernels, and one call through the dispatch.
+// dtypes and devices, the output size, f16/bf16 through f32 on the CPU (cuDNN
+// takes them as they are), contiguous operands for the kernels, and one call
+// through the dispatch.
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cuda/conv.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -12,6 +14,11 @@ namespace ember::kernels {
 namespace {
 
 std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
+
+// The dtype a conv of dtype dt computes in on `device`: the CPU kernels take
+// f32 and f64 (f16/bf16 computed in f32, rounded once); cuDNN takes all four
+// (f16/bf16 accumulated in f32).
+DType compute_dtype(DType dt, Device device) { return device.is_cuda() ? dt : acc_dtype(dt); }
 
 // t as a contiguous tensor of dtype ct (undefined stays undefined).
 Tensor dense(const Tensor& t, DType ct) {
@@ -98,18 +105,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                 describe(bias));
     const int64_t n = s.n, o = s.o;
     const DType dt = input.dtype();
-    const DType ct = acc_dtype(dt);  // f16/bf16: computed in f32, rounded once
+    const DType ct = compute_dtype(dt, input.device());
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct));
     if (out.numel() > 0) {
         const Tensor x = dense(input, ct), wt = dense(weight, ct), b = dense(bias, ct);
-        // CUDA: cuDNN (cudnnConvolutionForward, the algorithm found by timing
-        // and cached per shape in the device context) takes no_kernel.
+        const void* bp = b.defined() ? b.data_ptr() : nullptr;
         dispatch({"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
-                 [&] {
-                     cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(),
-                                 b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
-                 },
-                 no_kernel);
+                 [&] { cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr()); },
+                 [&](auto stream) {
+                     cuda::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr(), stream);
+                 });
     }
     return ct == dt ? out : cast(out, dt);
 }
@@ -139,7 +144,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     const Tensor dy = unbatched ? views::unsqueeze(grad_output, 0) : grad_output;
 
     const DType dt = input.dtype();
-    const DType ct = acc_dtype(dt);
+    const DType ct = compute_dtype(dt, x.device());
     Conv2dGrads g;
     if (need[0]) g.input = empty(x.shape(), like(x, ct));
     if (need[1]) g.weight = empty(weight.shape(), like(weight, ct));
@@ -151,14 +156,16 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         const Tensor y = dense(dy, ct), xin = need[1] ? dense(x, ct) : Tensor(),
                      w = need[0] ? dense(weight, ct) : Tensor();
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-        // CUDA: cuDNN's backward data, filter and bias take no_kernel.
         dispatch({op, x.device(), {&g.input, &g.weight, &g.bias, &y, &xin, &w},
                   double(int(need[0]) + int(need[1])) * s.flops()},
                  [&] {
                      cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
                                           ptr(g.weight), ptr(g.bias));
                  },
-                 no_kernel);
+                 [&](auto stream) {
+                     cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                           ptr(g.weight), ptr(g.bias), stream);
+                 });
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);

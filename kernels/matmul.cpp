@@ -8,6 +8,8 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul_plan.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -24,18 +26,26 @@ void check_operands(std::initializer_list<const Tensor*> ts, const char* op) {
     const DType t = first.dtype();
     EMBER_CHECK(is_floating(t) || t == DType::i32 || t == DType::i64, op, ": dtype ", dtype_name(t),
                 " is not supported (f32, f64, f16, bf16, i32, i64), got ", describe(first));
+    EMBER_CHECK(is_floating(t) || !first.device().is_cuda(), op, ": integer dtypes are not ",
+                "supported on cuda (cuBLAS multiplies f32, f64, f16 and bf16), got ",
+                describe(first), "; cast to a floating dtype or multiply on the CPU");
 }
 
 Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
 // t ready for the GEMM, in dtype `ct`: read in place when one of its matrix
-// strides is 1 (a transposed view included); a copy only when neither is.
+// strides is 1 (a transposed view included); a copy only when neither is, or,
+// on CUDA, when no leading dim describes it to cuBLAS (broadcast or
+// overlapping rows: Note [Row-major products on column-major cuBLAS]).
 Tensor gemm_operand(const Tensor& t, DType ct) {
     if (t.dtype() != ct) return cast(t, ct);  // contiguous already
+    if (t.numel() == 0) return t;
     const int64_t n = t.dim();
-    if (matrix_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)))
-        return t;
-    return contiguous(t);
+    const int64_t rows = t.size(n - 2), cols = t.size(n - 1);
+    const int64_t rs = t.stride(n - 2), cs = t.stride(n - 1);
+    const bool mapped = t.device().is_cuda() ? cuda::blas_matrix(rows, cols, rs, cs).has_value()
+                                             : matrix_layout(rows, cols, rs, cs).has_value();
+    return mapped ? t : contiguous(t);
 }
 
 // out (=|+=) a · b on out's device; the operands' batch dims already agree.
@@ -43,10 +53,12 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
                const char* op) {
     const View o = view_of(out, op), va = view_of(a, op), vb = view_of(b, op);
     const double flops = 2.0 * double(out.numel()) * double(a.size(-1));
-    // CUDA: cuBLAS (cublasGemmStridedBatchedEx when the batch strides are
-    // uniform, cuBLASLt with a bias epilogue for addmm/linear) takes no_kernel.
-    dispatch({op, out.device(), {&out, &a, &b}, flops},
-             [&] { cpu::matmul(o, va, vb, accumulate); }, no_kernel);
+    // CUDA: cuBLAS, strided-batched where the batch dims fold evenly
+    // (kernels/cuda/matmul_plan.h); addmm and linear start from the bias
+    // copied into out and accumulate (beta = 1).
+    dispatch(
+        {op, out.device(), {&out, &a, &b}, flops}, [&] { cpu::matmul(o, va, vb, accumulate); },
+        [&](auto stream) { cuda::matmul(o, va, vb, accumulate, stream); });
 }
 
 // a · b (+ c) for operands of >= 2 dims whose batch dims broadcast; c, when
@@ -70,12 +82,14 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
                     op, ": ", describe(c), " does not broadcast to the product's shape ",
                     shape_str(shape));
 
-    const DType dt = a.dtype(), ct = acc_dtype(dt);  // f16/bf16: f32, rounded once at the end
+    // The CPU computes f16/bf16 in f32, rounded once at the end; cuBLAS reads
+    // and writes them as they are and accumulates in f32 itself.
+    const DType dt = a.dtype(), ct = a.device().is_cuda() ? dt : acc_dtype(dt);
     Tensor out = empty(shape, like(a, ct));
     if (c.defined()) copy(out, c);
     if (out.numel() > 0)
-        gemm_into(out, views::expand(gemm_operand(a, ct), sa), views::expand(gemm_operand(b, ct), sb), c.defined(),
-                  op);
+        gemm_into(out, views::expand(gemm_operand(a, ct), sa),
+                  views::expand(gemm_operand(b, ct), sb), c.defined(), op);
     return ct == dt ? out : cast(out, dt);
 }
 
@@ -87,8 +101,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 describe(a), " and ", describe(b));
     // A 1-d operand is a row vector on the left, a column vector on the right;
     // the added dim is removed from the result.
-    Tensor out = product(a.dim() == 1 ? views::unsqueeze(a, 0) : a, b.dim() == 1 ? views::unsqueeze(b, 1) : b,
-                         Tensor(), a, b, "matmul");
+    Tensor out = product(a.dim() == 1 ? views::unsqueeze(a, 0) : a,
+                         b.dim() == 1 ? views::unsqueeze(b, 1) : b, Tensor(), a, b, "matmul");
     if (a.dim() == 1) out = views::squeeze(out, -2);
     if (b.dim() == 1) out = views::squeeze(out, -1);
     return out;
@@ -125,7 +139,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     // x [..., in] · wᵀ: wᵀ is a column-major view of w, shared by every row of
     // x, so the GEMM runs as one [rows, in] · [in, out] product when x's rows stack.
     if (x.dim() == 1)
-        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, "linear"), 0);
+        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, "linear"),
+                              0);
     return product(x, views::t(w), bias, x, w, "linear");
 }
 

@@ -35,7 +35,9 @@ inline std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int
 /// column (right) vector whose dim is removed from the result; with a 3-d or
 /// larger operand the leading dims are batch dims and broadcast. Both
 /// operands have the same dtype: f32, f64, f16/bf16 (computed in f32 and
-/// rounded once), i32 or i64 (exact; overflow is not checked).
+/// rounded once), i32 or i64 (exact; overflow is not checked). On CUDA:
+/// cuBLAS, floating dtypes only; f32 in TF32 when allow_tf32()
+/// (core/cuda_context.h); docs/cuda.md, "Matrix products and TF32".
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 /// Strict batched product: a [B, M, K] · b [B, K, N] -> [B, M, N] (no broadcasting).

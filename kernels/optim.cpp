@@ -1,7 +1,9 @@
 // Fronts of the fused multi-tensor updates: the checks (lengths, shapes,
 // dtypes, devices, density), the grouping of the tensors into one UpdateList
 // per dtype signature with its chunk table, one dispatch per list, and the
-// version bumps of what was written. Kernels: kernels/cpu/optim.cpp.
+// version bumps of what was written. Kernels: kernels/cpu/optim.cpp and
+// kernels/cuda/optim.cu (which reads its scalars, the norm, the inverse
+// scale and the found-inf flag, from device memory: no host sync).
 #include "kernels/optim.h"
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/cpu/optim.h"
+#include "kernels/cuda/optim.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -141,7 +144,8 @@ void adam_update(const UpdateTensors& t, const AdamArgs& a) {
     EMBER_CHECK(a.step >= 1, "adam_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("adam_update", t, 2))
         dispatch({"adam_update", device_of(t.params), {}, update_flops(t, 12)},
-                 [&] { cpu::adam_update(l, a); }, no_kernel);
+                 [&] { cpu::adam_update(l, a); },
+                 [&](auto stream) { cuda::adam_update(l, a, stream); });
     bump_versions(t);
 }
 
@@ -149,7 +153,8 @@ void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
     const size_t states = a.momentum != 0 ? 1 : 0;
     for (const UpdateList& l : make_lists("sgd_update", t, states))
         dispatch({"sgd_update", device_of(t.params), {}, update_flops(t, 5)},
-                 [&] { cpu::sgd_update(l, a); }, no_kernel);
+                 [&] { cpu::sgd_update(l, a); },
+                 [&](auto stream) { cuda::sgd_update(l, a, stream); });
     bump_versions(t);
 }
 
@@ -157,14 +162,16 @@ void lamb_update(const UpdateTensors& t, const LambArgs& a) {
     EMBER_CHECK(a.step >= 1, "lamb_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("lamb_update", t, 2))
         dispatch({"lamb_update", device_of(t.params), {}, update_flops(t, 20)},
-                 [&] { cpu::lamb_update(l, a); }, no_kernel);
+                 [&] { cpu::lamb_update(l, a); },
+                 [&](auto stream) { cuda::lamb_update(l, a, stream); });
     bump_versions(t);
 }
 
 void lars_update(const UpdateTensors& t, const LarsArgs& a) {
     for (const UpdateList& l : make_lists("lars_update", t, 1))
         dispatch({"lars_update", device_of(t.params), {}, update_flops(t, 8)},
-                 [&] { cpu::lars_update(l, a); }, no_kernel);
+                 [&] { cpu::lars_update(l, a); },
+                 [&](auto stream) { cuda::lars_update(l, a, stream); });
     bump_versions(t);
 }
 
@@ -172,11 +179,15 @@ Tensor global_norm(const std::vector<Tensor>& tensors) {
     const Device d = device_of(tensors);
     bool all_f64 = !tensors.empty();
     for (const Tensor& x : tensors) all_f64 = all_f64 && x.defined() && x.dtype() == DType::f64;
-    double total = 0;
-    for (const UpdateList& l : grad_lists("global_norm", tensors))
-        dispatch({"global_norm", d, {}}, [&] { total += cpu::sum_squares(l); }, no_kernel);
+    const std::vector<UpdateList> lists = grad_lists("global_norm", tensors);
     Tensor out = empty({}, {all_f64 ? DType::f64 : DType::f32, d});
-    dispatch({"global_norm", d, {&out}}, [&] { out.set({}, std::sqrt(total)); }, no_kernel);
+    dispatch({"global_norm", d, {&out}},
+             [&] {
+                 double total = 0;
+                 for (const UpdateList& l : lists) total += cpu::sum_squares(l);
+                 out.set({}, std::sqrt(total));
+             },
+             [&](auto stream) { cuda::global_norm(lists, out.data_ptr(), out.dtype(), stream); });
     return out;
 }
 
@@ -184,16 +195,23 @@ void clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& norm, doubl
     EMBER_CHECK(norm.defined() && norm.numel() == 1 && is_floating(norm.dtype()),
                 "clip_by_norm_: norm must be a one-element floating tensor, got ", describe(norm));
     EMBER_CHECK(max_norm > 0, "clip_by_norm_: max_norm must be positive, got ", max_norm);
-    for (const UpdateList& l : grad_lists("clip_by_norm_", tensors)) {
+    const std::vector<UpdateList> lists = grad_lists("clip_by_norm_", tensors);
+    if (!lists.empty())
         EMBER_CHECK(norm.device() == device_of(tensors), "clip_by_norm_: norm ", describe(norm),
                     " is not on the tensors' device ", device_of(tensors));
+    // The CUDA kernel reads an f32 or f64 norm; f16/bf16 widen exactly.
+    const Tensor n = norm.dtype() == DType::f32 || norm.dtype() == DType::f64 || lists.empty()
+                         ? norm
+                         : norm.to(DType::f32);
+    for (const UpdateList& l : lists)
         dispatch({"clip_by_norm_", norm.device(), {&norm}},
                  [&] {
                      const double factor = max_norm / (norm.item() + 1e-6);
                      if (factor < 1) cpu::scale(l, factor, nullptr);
                  },
-                 no_kernel);
-    }
+                 [&](auto stream) {
+                     cuda::clip_by_norm_(l, n.data_ptr(), n.dtype(), max_norm, stream);
+                 });
     for (const Tensor& x : tensors) x.storage()->bump_version();
 }
 
@@ -205,7 +223,10 @@ void unscale_(const std::vector<Tensor>& tensors, const Tensor& inv_scale, const
                     device_of(tensors), ", got ", describe(*f));
     for (const UpdateList& l : grad_lists("unscale_", tensors))
         dispatch({"unscale_", found_inf.device(), {&inv_scale, &found_inf}},
-                 [&] { cpu::scale(l, inv_scale.item(), found_inf.data<float>()); }, no_kernel);
+                 [&] { cpu::scale(l, inv_scale.item(), found_inf.data<float>()); },
+                 [&](auto stream) {
+                     cuda::unscale_(l, inv_scale.data<float>(), found_inf.data<float>(), stream);
+                 });
     for (const Tensor& x : tensors) x.storage()->bump_version();
     found_inf.storage()->bump_version();
 }

@@ -2,9 +2,15 @@
 // groups (depthwise included), bias, 1×1 kernels, size-0/1 dims, every
 // floating dtype, non-contiguous operands, both threading paths, a poisoned
 // output, and every argument error.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "kernels/conv.h"
+#include "kernels/conv_algos.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/linalg_cases.h"
 #include "support.h"
@@ -192,4 +198,212 @@ TEST_CASE("conv2d rejects parameters whose products would overflow", "[conv][err
     REQUIRE_THROWS_WITH_MSG(kernels::conv2d(ones({1, 1, 8, 8}), ones({1, 1, 5, 1}), Tensor(),
                                             {INT64_MAX, 1}, {0, 0}, {(int64_t(1) << 62) + 1, 1}, 1),
                             "exceed 2^30");
+}
+
+// ---- The cuDNN algorithm cache and its file (kernels/conv_algos.h): plain
+// C++, so the format, its validation and the cache run here; filling the
+// cache from cuDNN is tests/cuda/test_cuda_conv.cpp's.
+
+namespace {
+
+using kernels::ConvAlgoChoice;
+using kernels::ConvAlgoKey;
+using kernels::ConvAlgoRecord;
+using kernels::ConvDirection;
+
+ConvAlgoKey sample_key() {
+    const kernels::Conv2dShape s{8, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 32, 32};
+    return kernels::conv_algo_key(ConvDirection::forward, DType::f32, s, false, true);
+}
+
+std::string algo_text(const std::string& entry) {
+    return "ember-conv-algorithms 1\ndevice NVIDIA H200\n" + entry + "\n";
+}
+
+const char* kEntry =
+    "forward f32 x=8,3,32,32 w=16,3,3,3 stride=1,1 padding=1,1 dilation=1,1 groups=1 "
+    "deterministic=0 benchmark=1 algo=1 math=3";
+
+}  // namespace
+
+TEST_CASE("conv algorithm file: the documented line, and a round trip", "[conv][algos]") {
+    const std::string text = kernels::format_conv_algorithms(
+        {{"NVIDIA H200", sample_key(), {1, 3, 4096}}});
+    CHECK(text == algo_text(kEntry));  // the example of Note [Conv algorithm file]
+
+    // Every direction and dtype, groups, both modes, two devices.
+    std::vector<ConvAlgoRecord> records;
+    int i = 0;
+    for (const char* device : {"NVIDIA H200", "NVIDIA A100-SXM4-80GB"})
+        for (ConvDirection d : {ConvDirection::forward, ConvDirection::backward_data,
+                                ConvDirection::backward_filter})
+            for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+                ++i;
+                ConvAlgoKey k;
+                k.direction = d, k.dtype = t;
+                k.n = i, k.c = 6, k.h = 7 + i, k.w = 5, k.o = 4, k.kh = 3, k.kw = 1;
+                k.sh = 2, k.sw = 1, k.ph = i % 3, k.pw = 0, k.dh = 1, k.dw = 2, k.groups = 2;
+                k.deterministic = i % 2 == 0, k.benchmark = i % 3 != 0;
+                records.push_back({device, k, {i % 8, i % 4, kernels::kWorkspaceUnknown}});
+            }
+    const std::vector<ConvAlgoRecord> back =
+        kernels::parse_conv_algorithms(kernels::format_conv_algorithms(records), "mem");
+    REQUIRE(back.size() == records.size());
+    for (size_t j = 0; j < back.size(); ++j) {
+        INFO("record " << j);
+        CHECK(back[j].device == records[j].device);
+        CHECK(back[j].key == records[j].key);
+        CHECK(back[j].choice == records[j].choice);
+    }
+    // Comments, blank lines, CRLF and fields in another order are read too.
+    const auto loose = kernels::parse_conv_algorithms(
+        "# tuned on the big box\r\nember-conv-algorithms 1\r\n\n  device   NVIDIA H200  \r\n"
+        "forward f32 math=3 algo=1 benchmark=1 deterministic=0 groups=1 dilation=1,1 "
+        "padding=1,1 stride=1,1 w=16,3,3,3 x=8,3,32,32\r\n",
+        "mem");
+    REQUIRE(loose.size() == 1);
+    CHECK(loose[0].device == "NVIDIA H200");
+    CHECK(loose[0].key == sample_key());
+    CHECK(loose[0].choice == ConvAlgoChoice{1, 3, kernels::kWorkspaceUnknown});
+}
+
+TEST_CASE("conv algorithm file: every malformed line is an error naming it", "[conv][algos]") {
+    const std::string e = kEntry;
+    auto replace = [&](const std::string& from, const std::string& to) {
+        std::string t = e;
+        t.replace(t.find(from), from.size(), to);
+        return algo_text(t);
+    };
+    const std::pair<std::string, std::string> bad[] = {
+        {"", "is empty"},
+        {"# only a comment\n", "is empty"},
+        {"ember-conv-algorithms 2\n", "line 1: not a conv algorithm file"},
+        {"{\"json\": true}\n", "line 1: not a conv algorithm file"},
+        {"ember-conv-algorithms 1\n" + e + "\n", "line 2: an entry before any 'device' line"},
+        {"ember-conv-algorithms 1\ndevice   \n", "line 2: empty device name"},
+        {replace("forward", "sideways"), "line 3: unknown direction 'sideways'"},
+        {replace("f32", "i64"), "line 3: unknown dtype 'i64'"},
+        {replace(" math=3", ""), "line 3: missing field 'math'"},
+        {replace("math=3", "math=3 math=3"), "line 3: field 'math' given twice"},
+        {replace("math=3", "color=3"), "line 3: unknown field 'color=3'"},
+        {replace("math=3", "math"), "line 3: unknown field 'math'"},
+        {replace("x=8,3,32,32", "x=8,3,32"), "field 'x' needs 4 comma-separated values"},
+        {replace("x=8,3,32,32", "x=8,3,32,32,1"), "field 'x' needs 4"},
+        {replace("x=8,3,32,32", "x=8,3,32,32,"), "field 'x' needs 4"},
+        {replace("x=8,3,32,32", "x=8,3,,32"), "field 'x' needs non-negative integers"},
+        {replace("x=8,3,32,32", "x=8,-3,32,32"), "field 'x' needs non-negative integers"},
+        {replace("x=8,3,32,32", "x=8,3,3e1,32"), "field 'x' needs non-negative integers"},
+        {replace("x=8,3,32,32", "x=2147483648,3,32,32"), "holds 2147483648, above 2^31 - 1"},
+        {replace("x=8,3,32,32", "x=99999999999,3,32,32"), "needs non-negative integers"},
+        {replace("x=8,3,32,32", "x=0,3,32,32"), "sizes must be at least 1"},
+        {replace("stride=1,1", "stride=0,1"), "stride, dilation and groups must be at least 1"},
+        {replace("groups=1", "groups=2"), "x, w and groups do not fit"},
+        {replace("w=16,3,3,3", "w=16,1,3,3"), "x, w and groups do not fit"},
+        {algo_text("forward f32 x=8,3,2,32 w=16,3,3,3 stride=1,1 padding=0,0 dilation=1,1 "
+                   "groups=1 deterministic=0 benchmark=1 algo=1 math=3"),
+         "the padded input is smaller than the dilated kernel"},
+        {replace("deterministic=0", "deterministic=2"), "must be 0 or 1"},
+        {replace("algo=1", "algo=64"), "is not a cuDNN value"},
+        {replace("math=3", "math=4"), "is not a cuDNN value"},
+        {algo_text(e) + e + "\n", "line 4: a second entry for one convolution"},
+    };
+    for (const auto& [text, want] : bad) {
+        INFO("text:\n" << text);
+        REQUIRE_THROWS_WITH_MSG(kernels::parse_conv_algorithms(text, "algos.txt"), want);
+        REQUIRE_THROWS_WITH_MSG(kernels::parse_conv_algorithms(text, "algos.txt"),
+                                "conv algorithm file 'algos.txt'");
+    }
+    // The same entry under two devices is two entries, not a duplicate.
+    CHECK(kernels::parse_conv_algorithms(algo_text(e) + "device NVIDIA H100\n" + e + "\n", "m")
+              .size() == 2);
+}
+
+TEST_CASE("conv algorithm cache: keys that differ anywhere are different entries",
+          "[conv][algos]") {
+    kernels::ConvAlgoCache cache;
+    const ConvAlgoKey base = sample_key();
+    CHECK(!cache.find(base));
+    cache.put(base, {1, 3, 100});
+    REQUIRE(cache.find(base));
+    CHECK(*cache.find(base) == ConvAlgoChoice{1, 3, 100});
+    // One change at a time, each its own entry.
+    std::vector<ConvAlgoKey> others;
+    auto vary = [&](auto change) {
+        ConvAlgoKey k = base;
+        change(k);
+        others.push_back(k);
+    };
+    vary([](ConvAlgoKey& k) { k.direction = ConvDirection::backward_data; });
+    vary([](ConvAlgoKey& k) { k.dtype = DType::f16; });
+    for (int64_t ConvAlgoKey::*f : {&ConvAlgoKey::n, &ConvAlgoKey::c, &ConvAlgoKey::h,
+                                    &ConvAlgoKey::w, &ConvAlgoKey::o, &ConvAlgoKey::kh,
+                                    &ConvAlgoKey::kw, &ConvAlgoKey::sh, &ConvAlgoKey::sw,
+                                    &ConvAlgoKey::ph, &ConvAlgoKey::pw, &ConvAlgoKey::dh,
+                                    &ConvAlgoKey::dw, &ConvAlgoKey::groups})
+        vary([f](ConvAlgoKey& k) { k.*f += 1; });
+    vary([](ConvAlgoKey& k) { k.deterministic = true; });
+    vary([](ConvAlgoKey& k) { k.benchmark = false; });
+    for (size_t i = 0; i < others.size(); ++i) {
+        INFO("variation " << i);
+        CHECK(!(others[i] == base));
+        CHECK(!cache.find(others[i]));
+        cache.put(others[i], {int(i), 0, 0});
+    }
+    CHECK(cache.size() == others.size() + 1);
+    CHECK(*cache.find(base) == ConvAlgoChoice{1, 3, 100});  // untouched by the others
+    cache.put(base, {2, 0, 8});                              // a new choice replaces the old
+    CHECK(*cache.find(base) == ConvAlgoChoice{2, 0, 8});
+    cache.erase(base);
+    CHECK(!cache.find(base));
+    CHECK(cache.entries().size() == others.size());
+    cache.clear();
+    CHECK(cache.size() == 0);
+    // The key takes every field of the shape.
+    const kernels::Conv2dShape s{2, 4, 9, 8, 6, 3, 2, 2, 3, 1, 0, 1, 2, 2, 4, 2};
+    const ConvAlgoKey k = kernels::conv_algo_key(ConvDirection::backward_filter, DType::bf16, s,
+                                                 true, false);
+    CHECK((k.n == 2 && k.c == 4 && k.h == 9 && k.w == 8 && k.o == 6 && k.kh == 3 && k.kw == 2));
+    CHECK((k.sh == 2 && k.sw == 3 && k.ph == 1 && k.pw == 0 && k.dh == 1 && k.dw == 2));
+    CHECK((k.groups == 2 && k.deterministic && !k.benchmark && k.dtype == DType::bf16));
+    CHECK(k.direction == ConvDirection::backward_filter);
+}
+
+TEST_CASE("cudnn switches, and saving and loading the algorithm file", "[conv][algos]") {
+    CHECK(cudnn_benchmark());       // the defaults
+    CHECK(!cudnn_deterministic());
+    set_cudnn_benchmark(false);
+    set_cudnn_deterministic(true);
+    CHECK((!cudnn_benchmark() && cudnn_deterministic()));
+    set_cudnn_benchmark(true);
+    set_cudnn_deterministic(false);
+
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ember-conv-algos-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "algos.txt").string();
+    // No conv has run on a GPU in this binary: an empty, valid file.
+    CHECK(save_conv_algorithms(path) == 0);
+    {
+        std::ifstream in(path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        CHECK(ss.str() == "ember-conv-algorithms 1\n");
+        CHECK(kernels::parse_conv_algorithms(ss.str(), path).empty());
+    }
+    CHECK(load_conv_algorithms(path) == 0);
+    // Entries of a GPU this machine does not have are read and skipped.
+    {
+        std::ofstream out(path);
+        out << "ember-conv-algorithms 1\ndevice No Such GPU 9000\n" << kEntry << "\n";
+    }
+    CHECK(load_conv_algorithms(path) == 0);
+    {
+        std::ofstream out(path);
+        out << "ember-conv-algorithms 1\ndevice X\n" << kEntry << " extra=1\n";
+    }
+    REQUIRE_THROWS_WITH_MSG(load_conv_algorithms(path), "line 3: unknown field 'extra=1'");
+    REQUIRE_THROWS_WITH_MSG(load_conv_algorithms(path), path);
+    REQUIRE_THROWS_WITH_MSG(load_conv_algorithms((dir / "missing.txt").string()),
+                            "load_conv_algorithms: cannot open");
+    std::filesystem::remove_all(dir);
 }

@@ -17,6 +17,12 @@ if [ -z "${CUDNN_ROOT:-}" ]; then
     export CUDNN_ROOT
 fi
 [ -n "$CUDNN_ROOT" ] && export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:${LD_LIBRARY_PATH:-}"
+# NCCL likewise.
+if [ -z "${NCCL_ROOT:-}" ]; then
+    NCCL_ROOT=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null || true)
+    export NCCL_ROOT
+fi
+[ -n "$NCCL_ROOT" ] && export LD_LIBRARY_PATH="$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}"
 generator=Ninja
 command -v ninja > /dev/null || generator="Unix Makefiles"
 start=$(date +%s)
@@ -44,6 +50,7 @@ cat "$out/peer.txt" 2>/dev/null | head -70
 echo
 echo "== summary (build $((built - start)) s)"
 echo "configure:  $(grep -E 'ember: cuDNN' "$out/configure.txt" | head -1)"
+echo "            $(grep -E 'ember: NCCL' "$out/configure.txt" | head -1)"
 echo "gpu:        $(tail -1 "$out/gpu.txt")"
 echo "test_cuda:  rc=$tests_rc  $(grep -E 'test cases|All tests passed' "$out/test_cuda.txt" | tail -1)"
 echo "bench:      rc=$bench_rc  ($(grep -c '"family"' "$out/bench.json") rows in bench.json)"

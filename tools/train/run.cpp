@@ -85,10 +85,11 @@ Run build_run(const TrainConfig& c) {
     r.config = c;
     r.device = resolve_device(c);
     if (c.ddp) {
-        EMBER_CHECK(r.device.is_cpu(), "--ddp on ", r.device, ": CUDA tensors need the NCCL "
-                    "backend, which is not built yet; use --device cpu");
+        // On a GPU: NCCL, each rank on cuda:<local rank> (docs/dist.md).
         r.comm = dist::init("auto", {.timeout = std::chrono::milliseconds(
-                                         int64_t(c.dist_timeout * 1000))});
+                                         int64_t(c.dist_timeout * 1000)),
+                                     .device = r.device});
+        if (r.device.is_cuda()) r.device = r.comm->device();
     }
     r.data = load_data(c);
     manual_seed(c.seed);

@@ -1,0 +1,441 @@
+// CUDA fused multi-tensor updates (Note [Multi-tensor updates] in
+// kernels/optim.h): Adam/AdamW, SGD, LAMB and LARS over every tensor of an
+// UpdateList, and the gradient passes around them (global norm, clipping, the
+// loss scaler's unscale with its inf/NaN check) — kernels/cpu/optim.cpp's twin.
+//
+// Math: the per-element functions of kernels/optim_math.h, the CPU's own, so
+//   the updated parameters, moments and copies (f16, bf16, bf16 stochastic
+//   rounding from the same Philox bits) are the CPU's bits where no
+//   reduction is involved. LAMB's and LARS's per-tensor norms and the global
+//   norm sum in f64 in another (fixed) order than the CPU: ~1e-15 relative.
+// Dtypes: f32, f64, f16, bf16 parameters with gradients of their dtype, f32
+//   parameters with f16/bf16 gradients; state in the accumulation dtype.
+// Bytes per f32 parameter: Adam 28, SGD with momentum 20 (12 without), LAMB
+//   40 (pass 1 reads p, g, m, v and writes m, v; pass 2 reads p, m, v and
+//   writes p), LARS 28 (norms read p, g; update reads p, g, b, writes p, b);
+//   +2 per element for a copy; global norm 4 (read), clip and unscale 8; plus
+//   8 bytes per chunk of 16,384 for each partial. FLOPs: ~10 per element
+//   (Adam 12, LAMB 20), 2 for the norm.
+// Launch (kernels/cuda/optim_plan.h, Note [Chunk tables as kernel
+//   parameters]): a block of 256 threads per chunk of 16,384 elements, the
+//   chunk table of up to 256 tensors as a __grid_constant__ kernel parameter,
+//   so one launch per pass serves up to 256 tensors of any size; 16-byte loads
+//   (8 for f16/bf16 gradients and copies) where every buffer is aligned. Norms:
+//   pass 1 writes one f64 partial per chunk (block_reduce), a warp per tensor
+//   adds its chunks' partials in chunk order, then the update pass. The
+//   launch table, the chunk walk and the host side: kernels/cuda/optim_launch.cuh.
+// Deterministic: every sum's order depends on the sizes only; no atomics.
+// Test: tests/cuda/test_cuda_optim.cpp; plan: tests/kernels/test_optim_plan.cpp.
+//   Bench: `ember bench optim` (its cuda:0 rows).
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/optim.h"
+#include "kernels/cuda/optim_launch.cuh"
+#include "kernels/cuda/optim_plan.h"
+#include "kernels/cuda/workspace.h"
+#include "kernels/math.h"
+#include "kernels/optim_math.h"
+
+namespace ember::kernels::cuda {
+
+namespace {
+
+using math::Acc;
+using math::cast;
+using namespace optim_detail;
+
+// ---- Update kernels: one block per chunk ----
+
+template <class P, class G, int K>
+__global__ void __launch_bounds__(kUpdateBlock)
+    adam_kernel(const __grid_constant__ Launch lp, const math::AdamScalars<Acc<P>> s,
+                const CopyArgs c) {
+    using A = Acc<P>;
+    const Entry& e = entry_of(lp);
+    P* p = static_cast<P*>(e.param);
+    const G* g = static_cast<const G*>(e.grad);
+    A* m = static_cast<A*>(e.state1);
+    A* v = static_cast<A*>(e.state2);
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A x[k], gi[k], mi[k], vi[k];
+        load<k>(p, i, x), load<k>(g, i, gi), load<k>(m, i, mi), load<k>(v, i, vi);
+#pragma unroll
+        for (int j = 0; j < k; ++j) math::adam_element(x[j], gi[j], mi[j], vi[j], s);
+        store<k>(p, i, x), store<k>(m, i, mi), store<k>(v, i, vi);
+        write_copy<P, k>(e.copy, c, i, x);
+    });
+}
+
+template <class P, class G, int K, bool kMomentum>
+__global__ void __launch_bounds__(kUpdateBlock)
+    sgd_kernel(const __grid_constant__ Launch lp, const math::SgdScalars<Acc<P>> s,
+               const CopyArgs c) {
+    using A = Acc<P>;
+    const Entry& e = entry_of(lp);
+    P* p = static_cast<P*>(e.param);
+    const G* g = static_cast<const G*>(e.grad);
+    A* buf = static_cast<A*>(e.state1);
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A x[k], gi[k], b[k];
+        load<k>(p, i, x), load<k>(g, i, gi);
+        if constexpr (kMomentum) load<k>(buf, i, b);
+#pragma unroll
+        for (int j = 0; j < k; ++j)
+            math::sgd_element(x[j], gi[j], kMomentum ? &b[j] : static_cast<A*>(nullptr), s);
+        store<k>(p, i, x);
+        if constexpr (kMomentum) store<k>(buf, i, b);
+        write_copy<P, k>(e.copy, c, i, x);
+    });
+}
+
+template <class A>
+struct LambScalars {
+    A b1, b2, eps, wd, inv_bc1, inv_bc2_sqrt;
+};
+
+// LAMB pass 1: the moments, and per chunk Σ p² and Σ r² (r the update direction).
+template <class P, class G, int K>
+__global__ void __launch_bounds__(kUpdateBlock)
+    lamb_moments_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s,
+                        double* part_p, double* part_r) {
+    using A = Acc<P>;
+    const Entry& e = entry_of(lp);
+    const P* p = static_cast<const P*>(e.param);
+    const G* g = static_cast<const G*>(e.grad);
+    A* m = static_cast<A*>(e.state1);
+    A* v = static_cast<A*>(e.state2);
+    Sum2 acc{0, 0};
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A x[k], gi[k], mi[k], vi[k];
+        load<k>(p, i, x), load<k>(g, i, gi), load<k>(m, i, mi), load<k>(v, i, vi);
+#pragma unroll
+        for (int j = 0; j < k; ++j) {  // kernels/cpu/optim.cpp's lamb_update, pass 1
+            mi[j] = mi[j] + (A(1) - s.b1) * (gi[j] - mi[j]);
+            vi[j] = s.b2 * vi[j] + (A(1) - s.b2) * gi[j] * gi[j];
+            const A r =
+                math::adam_direction(mi[j], vi[j], s.inv_bc1, s.inv_bc2_sqrt, s.eps) + s.wd * x[j];
+            acc.a += double(x[j]) * double(x[j]);
+            acc.b += double(r) * double(r);
+        }
+        store<k>(m, i, mi), store<k>(v, i, vi);
+    });
+    write_partials(lp, acc, part_p, part_r);
+}
+
+// LAMB pass 2: p −= lr·trust·r, r recomputed from the stored moments.
+template <class P, int K>
+__global__ void __launch_bounds__(kUpdateBlock)
+    lamb_apply_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s,
+                      const Acc<P>* rate, const CopyArgs c) {
+    using A = Acc<P>;
+    const Entry& e = entry_of(lp);
+    P* p = static_cast<P*>(e.param);
+    const A* m = static_cast<const A*>(e.state1);
+    const A* v = static_cast<const A*>(e.state2);
+    const A lr_trust = rate[e.tensor];
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A x[k], mi[k], vi[k];
+        load<k>(p, i, x), load<k>(m, i, mi), load<k>(v, i, vi);
+#pragma unroll
+        for (int j = 0; j < k; ++j) {
+            const A r =
+                math::adam_direction(mi[j], vi[j], s.inv_bc1, s.inv_bc2_sqrt, s.eps) + s.wd * x[j];
+            x[j] = x[j] - lr_trust * r;
+        }
+        store<k>(p, i, x);
+        write_copy<P, k>(e.copy, c, i, x);
+    });
+}
+
+// LARS update: b = keep·b + rate·(g + decay·p); p −= b; rate per tensor
+// (null: `lr` for all, the excluded groups).
+template <class P, class G, int K>
+__global__ void __launch_bounds__(kUpdateBlock)
+    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, Acc<P> lr, Acc<P> keep,
+                      Acc<P> decay, const CopyArgs c) {
+    using A = Acc<P>;
+    const Entry& e = entry_of(lp);
+    P* p = static_cast<P*>(e.param);
+    const G* g = static_cast<const G*>(e.grad);
+    A* buf = static_cast<A*>(e.state1);
+    const A r = rate ? rate[e.tensor] : lr;
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A x[k], gi[k], b[k];
+        load<k>(p, i, x), load<k>(g, i, gi), load<k>(buf, i, b);
+#pragma unroll
+        for (int j = 0; j < k; ++j) {
+            const A d = r * (gi[j] + decay * x[j]);
+            b[j] = keep * b[j] + d;
+            x[j] = x[j] - b[j];
+        }
+        store<k>(p, i, x), store<k>(buf, i, b);
+        write_copy<P, k>(e.copy, c, i, x);
+    });
+}
+
+// ---- Norms ----
+
+// Per chunk: Σ param² into part1 and (kTwo) Σ grad² into part2, in f64.
+template <class T, class G, int K, bool kTwo>
+__global__ void __launch_bounds__(kUpdateBlock)
+    squares_kernel(const __grid_constant__ Launch lp, double* part1, double* part2) {
+    const Entry& e = entry_of(lp);
+    const T* x = static_cast<const T*>(e.param);
+    const G* g = static_cast<const G*>(e.grad);
+    Sum2 acc{0, 0};
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        double a[k];
+        load<k>(x, i, a);
+#pragma unroll
+        for (int j = 0; j < k; ++j) acc.a += a[j] * a[j];
+        if constexpr (kTwo) {
+            load<k>(g, i, a);
+#pragma unroll
+            for (int j = 0; j < k; ++j) acc.b += a[j] * a[j];
+        }
+    });
+    write_partials(lp, acc, part1, kTwo ? part2 : nullptr);
+}
+
+// A warp per tensor (its launch entry that holds chunk 0): the tensor's chunk
+// partials added in chunk order per lane, then the warp's tree, and
+// rate[tensor] = trust(sqrt(Σ1), sqrt(Σ2)).
+template <class A, class Trust>
+__global__ void __launch_bounds__(kUpdateBlock)
+    rates_kernel(const __grid_constant__ Launch lp, const double* part1, const double* part2,
+                 A* rate, const Trust trust) {
+    const int w = int(blockIdx.x) * (kUpdateBlock / kWarp) + int(threadIdx.x) / kWarp;
+    const int lane = int(threadIdx.x) % kWarp;
+    if (w >= lp.n) return;  // the whole warp
+    const Entry& e = lp.e[w];
+    if (e.chunk0 != 0) return;  // a tensor continued from the previous launch
+    const int64_t g0 = lp.chunk_offset + e.first, n = chunk_count(e.numel, kCudaChunk);
+    Sum2 acc{0, 0};
+    for (int64_t c = lane; c < n; c += kWarp) acc = {acc.a + part1[g0 + c], acc.b + part2[g0 + c]};
+    acc = warp_reduce(acc, AddSum2{});
+    if (lane == 0) rate[e.tensor] = A(trust(sqrt(acc.a), sqrt(acc.b)));
+}
+
+struct LambTrust {
+    double lr;
+    __device__ double operator()(double norm_p, double norm_r) const {
+        return lr * math::lamb_trust(norm_p, norm_r);
+    }
+};
+struct LarsTrust {
+    double lr, eta, weight_decay, eps;
+    __device__ double operator()(double norm_p, double norm_g) const {
+        return lr * math::lars_trust(norm_p, norm_g, eta, weight_decay, eps);
+    }
+};
+
+// rates_kernel for every launch: a warp per entry.
+template <class A, class Trust>
+void launch_rates(const std::vector<HostLaunch>& ls, const double* part1, const double* part2,
+                  A* rate, Trust trust, StreamRef stream) {
+    constexpr int warps = kUpdateBlock / kWarp;
+    for (const HostLaunch& h : ls) {
+        rates_kernel<A, Trust>
+            <<<unsigned((h.p.n + warps - 1) / warps), kUpdateBlock, 0, stream.handle>>>(
+                h.p, part1, part2, rate, trust);
+        EMBER_CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+// One block: out = sqrt(Σ part[0, n)) as f32 or f64.
+__global__ void __launch_bounds__(kUpdateBlock)
+    norm_finish_kernel(const double* part, int64_t n, void* out, int out_f64) {
+    double acc = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += part[i];
+    const double total = block_reduce(acc, [](double a, double b) { return a + b; });
+    if (threadIdx.x == 0) {
+        if (out_f64)
+            *static_cast<double*>(out) = sqrt(total);
+        else
+            *static_cast<float*>(out) = float(sqrt(total));
+    }
+}
+
+// x *= f: f = inv_scale[0] (unscale) or, clipping, min(1, max_norm / (norm + 1e-6))
+// from the device norm (blocks return at once when it is not below 1).
+struct ScaleArgs {
+    const float* inv_scale;  // unscale; null when clipping
+    const void* norm;
+    int norm_f64;
+    double max_norm;
+    float* found_inf;  // unscale: set to 1 on inf/NaN
+};
+
+template <class T, int K>
+__global__ void __launch_bounds__(kUpdateBlock)
+    scale_kernel(const __grid_constant__ Launch lp, const ScaleArgs s) {
+    using A = Acc<T>;
+    A f;
+    if (s.inv_scale) {
+        f = A(*s.inv_scale);
+    } else {
+        const double norm = s.norm_f64 ? *static_cast<const double*>(s.norm)
+                                       : double(*static_cast<const float*>(s.norm));
+        const double factor = s.max_norm / (norm + 1e-6);
+        if (!(factor < 1)) return;  // uniform over the block
+        f = A(factor);
+    }
+    const Entry& e = entry_of(lp);
+    T* x = static_cast<T*>(e.param);
+    bool bad = false;
+    walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
+        constexpr int k = decltype(kk)::value;
+        A v[k];
+        load<k>(x, i, v);
+#pragma unroll
+        for (int j = 0; j < k; ++j) {
+            bad |= !isfinite(v[j]);
+            v[j] = v[j] * f;
+        }
+        store<k>(x, i, v);
+    });
+    if (s.found_inf && __syncthreads_or(bad) && threadIdx.x == 0) *s.found_inf = 1.0f;
+}
+
+}  // namespace
+
+void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
+    const std::vector<HostLaunch> ls = launches_of(l);
+    visit_signature(l, "adam_update", [&](auto ptag, auto gtag) {
+        using P = typename decltype(ptag)::type;
+        using G = typename decltype(gtag)::type;
+        using A = Acc<P>;
+        const double bc1 = 1 - std::pow(a.beta1, double(a.step));
+        const double bc2 = 1 - std::pow(a.beta2, double(a.step));
+        const math::AdamScalars<A> s{A(a.beta1),
+                                     A(a.beta2),
+                                     A(a.eps),
+                                     A(a.lr / bc1),
+                                     A(1 / std::sqrt(bc2)),
+                                     A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
+                                     A(a.decoupled ? 0 : a.weight_decay)};
+        launch_all(ls, stream, adam_kernel<P, G, kVec<P>>, s, copy_args(l));
+    });
+}
+
+void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
+    const std::vector<HostLaunch> ls = launches_of(l);
+    const bool momentum = !l.slots.empty() && l.slots[0].state1 != nullptr;
+    visit_signature(l, "sgd_update", [&](auto ptag, auto gtag) {
+        using P = typename decltype(ptag)::type;
+        using G = typename decltype(gtag)::type;
+        using A = Acc<P>;
+        const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(a.dampening),
+                                    A(a.weight_decay), a.nesterov,    a.first};
+        if (momentum)
+            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, copy_args(l));
+        else
+            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, copy_args(l));
+    });
+}
+
+void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
+    const std::vector<HostLaunch> ls = launches_of(l);
+    const int64_t chunks = total_chunks(ls);
+    visit_signature(l, "lamb_update", [&](auto ptag, auto gtag) {
+        using P = typename decltype(ptag)::type;
+        using G = typename decltype(gtag)::type;
+        using A = Acc<P>;
+        const LambScalars<A> s{A(a.beta1),
+                               A(a.beta2),
+                               A(a.eps),
+                               A(a.weight_decay),
+                               A(1 / (1 - std::pow(a.beta1, double(a.step)))),
+                               A(1 / std::sqrt(1 - std::pow(a.beta2, double(a.step))))};
+        const Workspace ws(stream,
+                           size_t(2 * chunks) * sizeof(double) + l.slots.size() * sizeof(A));
+        double* part_p = ws.as<double>();
+        double* part_r = part_p + chunks;
+        A* rate = reinterpret_cast<A*>(part_r + chunks);
+        launch_all(ls, stream, lamb_moments_kernel<P, G, kVec<P>>, s, part_p, part_r);
+        launch_rates(ls, part_p, part_r, rate, LambTrust{a.lr}, stream);
+        launch_all(ls, stream, lamb_apply_kernel<P, kVec<P>>, s, static_cast<const A*>(rate),
+                   copy_args(l));
+    });
+}
+
+void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
+    const std::vector<HostLaunch> ls = launches_of(l);
+    const int64_t chunks = a.exclude ? 0 : total_chunks(ls);
+    visit_signature(l, "lars_update", [&](auto ptag, auto gtag) {
+        using P = typename decltype(ptag)::type;
+        using G = typename decltype(gtag)::type;
+        using A = Acc<P>;
+        const double wd = a.exclude ? 0 : a.weight_decay;
+        const Workspace ws(
+            stream,
+            a.exclude ? 0 : size_t(2 * chunks) * sizeof(double) + l.slots.size() * sizeof(A));
+        A* rate = nullptr;  // excluded: lr for every tensor
+        if (!a.exclude) {
+            double* part_p = ws.as<double>();
+            double* part_g = part_p + chunks;
+            rate = reinterpret_cast<A*>(part_g + chunks);
+            launch_all(ls, stream, squares_kernel<P, G, kVec<P>, true>, part_p, part_g);
+            launch_rates(ls, part_p, part_g, rate, LarsTrust{a.lr, a.trust_coefficient, wd, a.eps},
+                         stream);
+        }
+        launch_all(ls, stream, lars_apply_kernel<P, G, kVec<P>>, static_cast<const A*>(rate),
+                   A(a.lr), a.first ? A(0) : A(a.momentum), A(wd), copy_args(l));
+    });
+}
+
+void global_norm(const std::vector<UpdateList>& lists, void* out, DType out_dtype,
+                 StreamRef stream) {
+    EMBER_INTERNAL_CHECK(out_dtype == DType::f32 || out_dtype == DType::f64,
+                         "global_norm: output dtype ", dtype_name(out_dtype));
+    std::vector<std::vector<HostLaunch>> ls;
+    int64_t chunks = 0;
+    for (const UpdateList& l : lists) chunks += total_chunks(ls.emplace_back(launches_of(l)));
+    const Workspace ws(stream, size_t(chunks) * sizeof(double));
+    double* part = ws.as<double>();
+    for (size_t i = 0; i < lists.size(); ++i) {
+        visit_floating(lists[i].param, "global_norm", [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            launch_all(ls[i], stream, squares_kernel<T, T, kVec<T>, false>, part,
+                       static_cast<double*>(nullptr));
+        });
+        part += total_chunks(ls[i]);
+    }
+    norm_finish_kernel<<<1, kUpdateBlock, 0, stream.handle>>>(ws.as<double>(), chunks, out,
+                                                              out_dtype == DType::f64 ? 1 : 0);
+    EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void clip_by_norm_(const UpdateList& l, const void* norm, DType norm_dtype, double max_norm,
+                   StreamRef stream) {
+    EMBER_INTERNAL_CHECK(norm_dtype == DType::f32 || norm_dtype == DType::f64,
+                         "clip_by_norm_: norm dtype ", dtype_name(norm_dtype));
+    const std::vector<HostLaunch> ls = launches_of(l);
+    const ScaleArgs s{nullptr, norm, norm_dtype == DType::f64 ? 1 : 0, max_norm, nullptr};
+    visit_floating(l.param, "clip_by_norm_", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        launch_all(ls, stream, scale_kernel<T, kVec<T>>, s);
+    });
+}
+
+void unscale_(const UpdateList& l, const float* inv_scale, float* found_inf, StreamRef stream) {
+    const std::vector<HostLaunch> ls = launches_of(l);
+    const ScaleArgs s{inv_scale, nullptr, 0, 0, found_inf};
+    visit_floating(l.param, "unscale_", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        launch_all(ls, stream, scale_kernel<T, kVec<T>>, s);
+    });
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,346 @@
+// conv2d on CUDA (cuDNN, kernels/cuda/conv.cpp) against the CPU backend:
+// forward, backward data, backward filter and bias for every dtype — f16 and
+// bf16 against the CPU's f32 from the same values — over strides, padding,
+// dilation, groups (depthwise too), 1×1 and 3×3 kernels, odd and empty
+// sizes, unbatched and non-contiguous inputs, with and without bias, every
+// subset of the backward's `need` flags; f32 without TF32; deterministic mode
+// (the same bits twice); benchmark mode on and off; the algorithm cache saved,
+// loaded back and used, including an entry cuDNN rejects (kernels/conv_algos.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/cuda_context.h"
+#include "kernels/conv_algos.h"
+#include "kernels/linalg_cases.h"
+#include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+namespace k = ember::kernels;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+constexpr int kFmaMath = 3;  // CUDNN_FMA_MATH: f32 without TF32
+
+bool have_cudnn() { return cuda_versions().find("cuDNN not built in") == std::string::npos; }
+
+// Tolerance relative to the largest |expected| (and per element): the two
+// backends sum the same products in different orders (cuDNN's algorithms
+// include FFT and Winograd transforms); f16/bf16 add the rounding of the
+// GPU's half output to the CPU's f32. TF32 (10-bit mantissa) would miss the
+// f32 bound by about ten times.
+double tol(DType t) {
+    switch (t) {
+        case DType::f64:
+            return 1e-10;
+        case DType::f32:
+            return 5e-5;
+        case DType::f16:
+            return 2e-3;
+        default:
+            return 1.6e-2;
+    }
+}
+
+void check_gpu(const Tensor& got, const Tensor& want, DType dt) {
+    REQUIRE(got.defined());
+    REQUIRE(got.device() == kGpu);
+    REQUIRE(got.dtype() == dt);
+    double scale = 1;
+    for (double v : values(want)) scale = std::max(scale, std::abs(v));
+    check_close(got.to(Device::cpu()), want, tol(dt), tol(dt) * scale);
+}
+
+// The CPU computes f16/bf16 operands in f32: the reference is that f32 result.
+DType ref_dtype(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
+
+void require_same_bits(const Tensor& a, const Tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    const std::vector<double> va = values(a), vb = values(b);
+    int64_t differ = 0;
+    for (size_t i = 0; i < va.size(); ++i) differ += va[i] != vb[i];
+    CHECK(differ == 0);
+}
+
+// Restores the cuDNN switches however a test ends.
+struct Modes {
+    bool benchmark = cudnn_benchmark(), deterministic = cudnn_deterministic();
+    ~Modes() {
+        set_cudnn_benchmark(benchmark);
+        set_cudnn_deterministic(deterministic);
+    }
+};
+
+const ConvCase kCases[] = {
+    {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},  // "same" padding
+    {{3, 5, 9, 11}, {6, 5, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true},  // stride 2, odd sizes
+    {{2, 4, 10, 9}, {4, 4, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, true},  // dilation 2
+    {{1, 4, 9, 8}, {6, 2, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 2, false},  // groups 2, rectangular
+    {{2, 6, 8, 8}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, true},   // depthwise
+    {{1, 3, 6, 6}, {6, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3, false},  // depthwise, multiplier 2
+    {{3, 5, 4, 6}, {7, 5, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 1×1
+    {{2, 5, 5, 6}, {3, 5, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, false},  // 1×1 strided
+    {{2, 2, 3, 3}, {2, 2, 5, 5}, {1, 1}, {1, 1}, {1, 1}, 1, true},   // output 1×1
+    {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{1, 2, 4, 4}, {2, 2, 3, 3}, {1, 1}, {3, 2}, {1, 1}, 1, true},       // padding > kernel / 2
+    {{2, 4, 11, 10}, {8, 2, 3, 3}, {2, 1}, {2, 1}, {2, 3}, 2, true},     // everything at once
+    {{4, 32, 17, 19}, {48, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // GEMM-sized
+    {{8, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // a ResNet block
+    {{0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},       // empty batch
+    {{2, 3, 5, 5}, {0, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},       // no output channels
+    {{2, 0, 4, 4}, {3, 0, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},       // no input channels
+};
+
+std::string case_str(const ConvCase& c) {
+    return str("input ", shape_str(c.input), " weight ", shape_str(c.weight), " stride ",
+               c.stride[0], ",", c.stride[1], " padding ", c.padding[0], ",", c.padding[1],
+               " dilation ", c.dilation[0], ",", c.dilation[1], " groups ", c.groups, " bias ",
+               c.bias);
+}
+
+Shape out_shape(const ConvCase& c) {
+    return {c.input[0], c.weight[0],
+            out_size(c.input[2], c.weight[2], c.stride[0], c.padding[0], c.dilation[0]),
+            out_size(c.input[3], c.weight[3], c.stride[1], c.padding[1], c.dilation[1])};
+}
+
+// One case's operands in dtype dt (on the CPU).
+struct Operands {
+    Tensor x, w, b, dy;
+};
+Operands operands(const ConvCase& c, DType dt, uint64_t seed) {
+    return {random_tensor(c.input, dt, seed), random_tensor(c.weight, dt, seed + 1),
+            c.bias ? random_tensor({c.weight[0]}, dt, seed + 2) : Tensor(),
+            random_tensor(out_shape(c), dt, seed + 3)};
+}
+
+Tensor gpu(const Tensor& t) { return t.defined() ? t.to(kGpu) : t; }
+Tensor as(const Tensor& t, DType d) { return t.defined() ? t.to(d) : t; }
+
+Tensor forward(const Operands& o, const ConvCase& c) {
+    return k::conv2d(o.x, o.w, o.b, c.stride, c.padding, c.dilation, c.groups);
+}
+k::Conv2dGrads backward(const Operands& o, const ConvCase& c, std::array<bool, 3> need) {
+    return k::conv2d_backward(o.dy, o.x, o.w, c.stride, c.padding, c.dilation, c.groups, need);
+}
+Operands on_gpu(const Operands& o) { return {gpu(o.x), gpu(o.w), gpu(o.b), gpu(o.dy)}; }
+Operands in_dtype(const Operands& o, DType d) {
+    return {as(o.x, d), as(o.w, d), as(o.b, d), as(o.dy, d)};
+}
+
+void check_grads(const k::Conv2dGrads& got, const k::Conv2dGrads& want, std::array<bool, 3> need,
+                 DType dt) {
+    const Tensor k::Conv2dGrads::*member[] = {&k::Conv2dGrads::input, &k::Conv2dGrads::weight,
+                                              &k::Conv2dGrads::bias};
+    for (int i = 0; i < 3; ++i) {
+        INFO("gradient " << (i == 0 ? "input" : i == 1 ? "weight" : "bias"));
+        CHECK((got.*member[i]).defined() == need[size_t(i)]);
+        if (need[size_t(i)]) check_gpu(got.*member[i], want.*member[i], dt);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("cuda conv2d without cuDNN is a clear error", "[cuda][conv]") {
+    if (have_cudnn()) return;  // the other tests run instead
+    const Tensor x = random_tensor({1, 2, 5, 5}, DType::f32, 1).to(kGpu);
+    const Tensor w = random_tensor({3, 2, 3, 3}, DType::f32, 2).to(kGpu);
+    REQUIRE_THROWS_WITH_MSG(k::conv2d(x, w), "conv2d on CUDA needs cuDNN");
+    const Tensor dy = random_tensor({1, 3, 3, 3}, DType::f32, 3).to(kGpu);
+    REQUIRE_THROWS_WITH_MSG(k::conv2d_backward(dy, x, w, {1, 1}, {0, 0}, {1, 1}, 1),
+                            "conv2d on CUDA needs cuDNN");
+}
+
+TEST_CASE("cuda conv2d and its backward equal the CPU's for every dtype", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    uint64_t seed = 100;
+    for (const ConvCase& c : kCases)
+        for (DType dt : kFloats) {
+            INFO(case_str(c) << " " << dtype_name(dt));
+            const Operands o = operands(c, dt, seed += 4);
+            const Operands ref = in_dtype(o, ref_dtype(dt));
+            check_gpu(forward(on_gpu(o), c), forward(ref, c), dt);
+            check_grads(backward(on_gpu(o), c, {true, true, true}),
+                        backward(ref, c, {true, true, true}), {true, true, true}, dt);
+        }
+}
+
+TEST_CASE("cuda conv2d_backward computes exactly the gradients asked for", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    for (const ConvCase& c : {kCases[2], kCases[4], kCases[16], kCases[17]})
+        for (DType dt : {DType::f32, DType::bf16})
+            for (int mask = 1; mask < 8; ++mask) {
+                const std::array<bool, 3> need = {(mask & 1) != 0, (mask & 2) != 0,
+                                                  (mask & 4) != 0};
+                INFO(case_str(c) << " " << dtype_name(dt) << " need " << need[0] << need[1]
+                                 << need[2]);
+                const Operands o = operands(c, dt, 300 + uint64_t(mask));
+                check_grads(backward(on_gpu(o), c, need),
+                            backward(in_dtype(o, ref_dtype(dt)), c, {true, true, true}), need, dt);
+            }
+}
+
+TEST_CASE("cuda conv2d takes unbatched and non-contiguous inputs", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    const ConvCase c = kCases[12];
+    for (DType dt : kFloats) {
+        INFO(dtype_name(dt));
+        Operands o = operands(c, dt, 400);
+        o.x = o.x.select(0, 1), o.dy = o.dy.select(0, 1);  // one image, no batch dim
+        const Operands ref = in_dtype(o, ref_dtype(dt));
+        const Operands g = on_gpu(o);
+        check_gpu(forward(g, c), forward(ref, c), dt);
+        check_grads(backward(g, c, {true, true, true}), backward(ref, c, {true, true, true}),
+                    {true, true, true}, dt);
+        const Operands strided{non_contiguous(g.x), non_contiguous(g.w), non_contiguous(g.b),
+                               non_contiguous(g.dy)};
+        check_gpu(forward(strided, c), forward(ref, c), dt);
+        check_grads(backward(strided, c, {true, true, true}), backward(ref, c, {true, true, true}),
+                    {true, true, true}, dt);
+    }
+}
+
+TEST_CASE("cuda conv2d in f32 runs without TF32", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    const ConvCase c = kCases[14];
+    const Operands o = operands(c, DType::f32, 500);
+    check_gpu(forward(on_gpu(o), c), forward(o, c), DType::f32);
+    (void)backward(on_gpu(o), c, {true, true, true});
+    int f32_entries = 0;
+    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+        if (key.dtype == DType::f32) {
+            ++f32_entries;
+            INFO(k::conv_direction_name(key.direction) << " algo " << choice.algo);
+            CHECK(choice.math == kFmaMath);
+        }
+    CHECK(f32_entries >= 3);
+}
+
+TEST_CASE("cuda conv2d in deterministic mode gives the same bits twice", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    const Modes restore;
+    set_cudnn_deterministic(true);
+    for (bool bench : {true, false}) {
+        set_cudnn_benchmark(bench);
+        // A large batch: where backward filter and data would split sums with atomics.
+        const ConvCase c{{32, 16, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true};
+        for (DType dt : {DType::f32, DType::f16}) {
+            INFO("benchmark " << bench << " " << dtype_name(dt));
+            const Operands g = on_gpu(operands(c, dt, 600));
+            const Tensor y1 = forward(g, c), y2 = forward(g, c);
+            const k::Conv2dGrads g1 = backward(g, c, {true, true, true});
+            const k::Conv2dGrads g2 = backward(g, c, {true, true, true});
+            require_same_bits(y1, y2);
+            require_same_bits(g1.input, g2.input);
+            require_same_bits(g1.weight, g2.weight);
+            require_same_bits(g1.bias, g2.bias);
+            check_gpu(
+                g1.weight,
+                backward(in_dtype(operands(c, dt, 600), ref_dtype(dt)), c, {false, true, false})
+                    .weight,
+                dt);
+        }
+    }
+    int deterministic = 0;  // the keys carry the mode: 3 directions x 2 dtypes x 2 modes
+    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+        deterministic += key.deterministic && key.n == 32;
+    CHECK(deterministic == 12);
+}
+
+TEST_CASE("cuda conv2d with benchmark mode on and off agree", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    const Modes restore;
+    const ConvCase c = kCases[13];
+    for (DType dt : kFloats) {
+        INFO(dtype_name(dt));
+        const Operands o = operands(c, dt, 700);
+        const Operands ref = in_dtype(o, ref_dtype(dt));
+        set_cudnn_benchmark(true);
+        const Tensor timed = forward(on_gpu(o), c);
+        const k::Conv2dGrads timed_g = backward(on_gpu(o), c, {true, true, true});
+        set_cudnn_benchmark(false);
+        const Tensor heuristic = forward(on_gpu(o), c);
+        const k::Conv2dGrads heuristic_g = backward(on_gpu(o), c, {true, true, true});
+        for (const Tensor& y : {timed, heuristic}) check_gpu(y, forward(ref, c), dt);
+        const k::Conv2dGrads want = backward(ref, c, {true, true, true});
+        check_grads(timed_g, want, {true, true, true}, dt);
+        check_grads(heuristic_g, want, {true, true, true}, dt);
+    }
+    // Both modes left their choices, apart.
+    int timed = 0, heuristic = 0;
+    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+        if (key.n == 4 && key.c == 32 && key.h == 17) (key.benchmark ? timed : heuristic) += 1;
+    CHECK(timed == 12);  // 3 directions x 4 dtypes
+    CHECK(heuristic == 12);
+}
+
+TEST_CASE("cuda conv2d algorithm cache: saved, loaded back and used", "[cuda][conv]") {
+    if (!have_cudnn()) return;
+    const Modes restore;
+    set_cudnn_benchmark(true);
+    set_cudnn_deterministic(false);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ember-cuda-conv-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "algos.txt").string();
+    const ConvCase c = kCases[14];
+    const Operands g = on_gpu(operands(c, DType::f32, 800));
+
+    clear_conv_algorithms();
+    const Tensor y = forward(g, c);
+    (void)backward(g, c, {true, true, false});
+    const auto tuned = k::conv_algo_cache(0).entries();
+    REQUIRE(tuned.size() == 3);  // forward, backward data, backward filter
+    CHECK(save_conv_algorithms(path) == 3);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto records = k::parse_conv_algorithms(text.str(), path);
+    REQUIRE(records.size() == 3);
+    for (const k::ConvAlgoRecord& r : records) CHECK(r.device == cuda_device_properties(0).name);
+
+    clear_conv_algorithms();
+    CHECK(k::conv_algo_cache(0).size() == 0);
+    size_t same_model = 0;  // every device of this model loads the entries
+    for (int i = 0; i < cuda_device_count(); ++i)
+        same_model += cuda_device_properties(i).name == cuda_device_properties(0).name;
+    CHECK(load_conv_algorithms(path) == 3 * same_model);
+    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+        CHECK(choice.workspace == k::kWorkspaceUnknown);  // until first used
+    require_same_bits(forward(g, c), y);  // the same algorithm: the same bits, no new timing
+    (void)backward(g, c, {true, true, false});
+    const auto used = k::conv_algo_cache(0).entries();
+    REQUIRE(used.size() == tuned.size());
+    for (size_t i = 0; i < used.size(); ++i) {
+        CHECK(used[i].first == tuned[i].first);
+        CHECK(used[i].second == tuned[i].second);  // algo, math and workspace as tuned
+    }
+
+    // An entry this cuDNN does not take (no algorithm 63) is dropped and chosen again.
+    std::string bad = text.str();
+    const size_t at = bad.find("algo=", bad.find("\nforward "));
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, bad.find(' ', at) - at, "algo=63");
+    std::ofstream(path) << bad;
+    clear_conv_algorithms();
+    REQUIRE(load_conv_algorithms(path) >= 3);
+    check_gpu(forward(g, c), forward(operands(c, DType::f32, 800), c), DType::f32);
+    for (const auto& [key, choice] : k::conv_algo_cache(0).entries()) CHECK(choice.algo != 63);
+
+    // A corrupt file loads nothing.
+    std::ofstream(path) << text.str() << "forward f32 x=1\n";
+    clear_conv_algorithms();
+    REQUIRE_THROWS_WITH_MSG(load_conv_algorithms(path), "field 'x' needs 4");
+    CHECK(k::conv_algo_cache(0).size() == 0);
+    std::filesystem::remove_all(dir);
+}
