@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""ember's CPU training beside PyTorch's, on the same model, optimizer, schedule and batch.
+"""ember's training beside PyTorch's, on the same model, optimizer, schedule and batch, on the CPU or a GPU.
 
 Run it with a Python that has PyTorch 2.x (it installs nothing; the standard
 library and torch are all it uses), from any directory:
 
     python3 bench/compare_pytorch.py train --model mlp --epochs 5
     python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
+    python3 bench/compare_pytorch.py step --model resnet8 --device cuda [--amp bf16]
 
 train: runs `ember train` with its defaults (AdamW at the LR and weight decay
 its start table reports, betas 0.9/0.999, eps 1e-8, the decay on matrices and
@@ -30,6 +31,26 @@ unavailable where compiling fails). Rounds interleave ember and each PyTorch
 variant; the ratio is the fastest PyTorch time over ember's (> 1: ember
 faster). `ember bench train` has fixed batches: 256 (mlp) and 128 (resnet8),
 or 32 and 8 with its --quick.
+
+--device cuda: both engines on cuda:0, eager, f32 with TF32 off in both
+(PyTorch's cuDNN would use TF32 for f32 convolutions by default; ember's
+never does) and cuDNN's benchmark mode on in both; --amp bf16 adds autocast
+to bf16 in both (ember train --amp bf16, torch.autocast). train: as above,
+PyTorch's data kept on the GPU and augmented there, every epoch's time taken
+after a torch.cuda.synchronize(). step: ember's real training loop, `ember
+train --data synthetic` (samples in memory, its loader's worker threads,
+pinned staging and copy stream, AdamW at ember's LR and weight decay,
+constant schedule), timed by its own step records: each --repeats steps end
+with the one read of the loss, so a record's samples/s is the GPU's rate;
+the first record (cuDNN's tuning, the allocator's growth) is dropped, the
+median of the next --rounds is kept. PyTorch runs the same steps (fused
+AdamW at the same LR and weight decay, the loss summed on the device) on one
+fixed batch already on the GPU, --repeats steps between two
+torch.cuda.synchronize() calls, a warm-up window first, the median of
+--rounds windows; eager, and channels_last for resnet8, and torch.compile
+unless --no-compile. ember's share of time waiting for its loader is
+printed: above a few percent, its number is the loader's, not the step's
+(raise --workers).
 
 Both modes print how many CPUs other processes kept busy meanwhile: with as
 many threads as cores, one busy core slows either engine many times over.
@@ -99,66 +120,92 @@ def augment(x, crop, gen):
     RandomHorizontalFlip(0.5), Normalize: ember's train_transforms, batched."""
     import torch
     import torch.nn.functional as F
-    b = x.shape[0]
+    b, dev = x.shape[0], x.device  # gen is a generator of x's device
     if crop:
-        padded, r = F.pad(x[:, 0], (2, 2, 2, 2)), torch.arange(28)
-        oy, ox = torch.randint(0, 5, (b,), generator=gen), torch.randint(0, 5, (b,), generator=gen)
-        x = padded[torch.arange(b)[:, None, None], (oy[:, None] + r)[:, :, None],
+        padded, r = F.pad(x[:, 0], (2, 2, 2, 2)), torch.arange(28, device=dev)
+        oy = torch.randint(0, 5, (b,), generator=gen, device=dev)
+        ox = torch.randint(0, 5, (b,), generator=gen, device=dev)
+        x = padded[torch.arange(b, device=dev)[:, None, None], (oy[:, None] + r)[:, :, None],
                    (ox[:, None] + r)[:, None, :]].unsqueeze(1)
-    flip = torch.rand(b, generator=gen) < 0.5
+    flip = torch.rand(b, generator=gen, device=dev) < 0.5
     x = torch.where(flip[:, None, None, None], x.flip(-1), x)
     return (x - MEAN) / STD
 
 
 # ---- The PyTorch side of `train`, run in a child process ----
 
+def fused_adamw(torch, groups, lr, weight_decay=None):
+    """AdamW as one fused kernel, as ember's update (PyTorch's CPU default is a loop of ops)."""
+    kw = {} if weight_decay is None else {"weight_decay": weight_decay}
+    try:
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True, **kw)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, **kw)
+
+
+def cuda_settings(torch):
+    """ember's CUDA defaults in PyTorch: f32 without TF32 (PyTorch's cuDNN allows it for
+    convolutions by default, ember's convolutions run FMA math), cuDNN benchmark mode on."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+
+
 def torch_train(cfg):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
+    dev = torch.device(cfg.get("device", "cpu"))
+    cuda = dev.type == "cuda"
+    if cuda:
+        cuda_settings(torch)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    amp = cfg.get("amp", "off") == "bf16"
     root = cfg["data_dir"]
     xtr, ytr = read_idx(root, "train-images-idx3-ubyte"), read_idx(root, "train-labels-idx1-ubyte")
     xte, yte = read_idx(root, "t10k-images-idx3-ubyte"), read_idx(root, "t10k-labels-idx1-ubyte")
     if 0 < cfg["limit"] < len(xtr):
         xtr, ytr = xtr[:cfg["limit"]], ytr[:cfg["limit"]]
-    xtr, ytr, yte = xtr.unsqueeze(1), ytr.long(), yte.long()
-    xte = (xte.unsqueeze(1).float() / 255 - MEAN) / STD
-    model = make_model(cfg["model"])
+    # On a GPU the whole data set (47 MB of bytes) lives there, batches are gathered and augmented there.
+    xtr, ytr, yte = xtr.unsqueeze(1).to(dev), ytr.long().to(dev), yte.long().to(dev)
+    xte = ((xte.unsqueeze(1).float() / 255 - MEAN) / STD).to(dev)
+    model = make_model(cfg["model"]).to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
     lr = cfg["lr"]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    try:  # one fused kernel, as ember's update (PyTorch's CPU default is a loop of ops)
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    opt = fused_adamw(torch, groups, lr)
     n, batch, epochs = len(xtr), cfg["batch"], cfg["epochs"]
     steps = math.ceil(n / batch)  # drop_last off, as ember's loader
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=lr, total_steps=max(2, steps * epochs), pct_start=0.3, anneal_strategy="cos",
         cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25, final_div_factor=1e4)
-    gen = torch.Generator().manual_seed(cfg["seed"])
+    gen = torch.Generator(device=dev).manual_seed(cfg["seed"])
+    autocast = lambda: torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp)
     records = []
     for epoch in range(epochs):
         model.train()
-        start, loss_sum = time.perf_counter(), torch.zeros((), dtype=torch.float64)
-        perm = torch.randperm(n, generator=gen)
+        sync()
+        start, loss_sum = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=dev)
+        perm = torch.randperm(n, generator=gen, device=dev)
         for i in range(0, n, batch):
             idx = perm[i:i + batch]
             x = augment(xtr[idx].float().div_(255), cfg["model"] == "resnet8", gen)
-            loss = F.cross_entropy(model(x), ytr[idx])
+            with autocast():
+                loss = F.cross_entropy(model(x), ytr[idx])
             loss.backward()
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
             loss_sum += loss.detach()
+        sync()  # the GPU's work for the epoch is done
         secs = time.perf_counter() - start
         model.eval()
         correct, test_loss = 0, 0.0
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for i in range(0, len(xte), 1000):
-                logits = model(xte[i:i + 1000])
+                logits = model(xte[i:i + 1000]).float()
                 test_loss += F.cross_entropy(logits, yte[i:i + 1000], reduction="sum").item()
                 correct += (logits.argmax(1) == yte[i:i + 1000]).sum().item()
         records.append({"epoch": epoch, "train_loss": loss_sum.item() / steps, "epoch_time_s": secs,
@@ -183,12 +230,16 @@ def run_child(cmd, env=None):
     return stdout, usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def torch_info():
+def torch_info(device="cpu"):
     import torch
     show = torch.__config__.show()
     find = lambda pat: (re.search(pat, show) or [None, "?"])[1]
-    return {"version": torch.__version__, "mkl": find(r"Math Kernel Library Version ([\d.]+)"),
+    info = {"version": torch.__version__, "mkl": find(r"Math Kernel Library Version ([\d.]+)"),
             "onednn": find(r"MKL-DNN (v[\d.]+)"), "cpu_capability": find(r"CPU capability usage: (\S+)")}
+    if device == "cuda":
+        info.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
+                    cudnn=torch.backends.cudnn.version())
+    return info
 
 
 class OtherLoad:
@@ -225,7 +276,23 @@ def load_line(busy):
 
 
 def info_line(t):
+    if "gpu" in t:
+        return f"torch {t['version']}: {t['gpu']}, CUDA {t['cuda']}, cuDNN {t['cudnn']}"
     return f"torch {t['version']}: MKL {t['mkl']}, oneDNN {t['onednn']}, CPU capability {t['cpu_capability']}"
+
+
+def device_args(a):
+    """ember train's flags for --device, --amp and --workers (none given: its own defaults)."""
+    args = ["--device", a.device]
+    if a.amp != "off":
+        args += ["--amp", a.amp]
+    if a.workers is not None:
+        args += ["--workers", a.workers]
+    return args
+
+
+def precision(a):
+    return "f32, TF32 off" if a.amp == "off" else f"autocast {a.amp}"
 
 
 def summarize(epochs, rss):
@@ -241,7 +308,7 @@ def train_mode(a):
     data_dir, load = a.data_dir or default_data_dir(), OtherLoad()
     with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
         cmd = [a.ember, "train", "--model", a.model, "--epochs", a.epochs, "--batch-size", a.batch_size,
-               "--limit", a.limit, "--threads", a.threads, "--seed", a.seed, "--device", "cpu",
+               "--limit", a.limit, "--threads", a.threads, "--seed", a.seed, *device_args(a),
                "--data-dir", data_dir, "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
         ember_out, ember_rss = run_child(cmd)
         with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
@@ -252,7 +319,7 @@ def train_mode(a):
     if not m:
         sys.exit("compare_pytorch: ember's start table has no 'optimizer adamw, lr ..., weight decay ...' line")
     cfg = {"model": a.model, "epochs": a.epochs, "batch": a.batch_size, "limit": a.limit,
-           "threads": a.threads, "seed": a.seed, "data_dir": data_dir,
+           "threads": a.threads, "seed": a.seed, "data_dir": data_dir, "device": a.device, "amp": a.amp,
            "lr": float(m.group(1)), "weight_decay": float(m.group(2))}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     out, torch_rss = run_child([sys.executable, __file__, "_torch_worker", json.dumps(cfg)], env)
@@ -264,8 +331,9 @@ def train_mode(a):
     if a.json:
         return print(json.dumps(res, indent=2))
     samples = a.limit if a.limit > 0 else "all"
+    where = f"{a.threads} threads" if a.device == "cpu" else f"{a.device}, {precision(a)}"
     print(f"train: {a.model} ({worker['params']} parameters), {a.epochs} epoch(s), batch {a.batch_size}, "
-          f"{a.threads} threads, {samples} training samples")
+          f"{where}, {samples} training samples")
     print(info_line(worker["torch"]))
     rows = [("samples/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
             ("samples/s, last epoch", "samples_per_s_last", "{:.0f}"),
@@ -279,6 +347,10 @@ def train_mode(a):
 
 
 def step_mode(a):
+    if a.device == "cuda":
+        return step_mode_cuda(a)
+    if a.amp != "off":
+        sys.exit("step: --amp is for --device cuda (`ember bench train` times f32 steps)")
     import torch
     import torch.nn.functional as F
     normal, quick = BENCH_BATCH[a.model]
@@ -355,10 +427,121 @@ def step_mode(a):
           f"(PyTorch ms / ember ms; > 1: ember faster){load_line(busy)}")
 
 
+SYNTHETIC_TRAIN = 60000  # `ember train --data synthetic`'s training samples
+
+
+def ember_gpu_steps(a, batch, steps, windows):
+    """`ember train --data synthetic` for `windows` step records of `steps` steps each (one epoch,
+    constant LR). Returns the ms per step of each record, the epoch's share of time spent waiting
+    for data, and ember's stdout (the start table)."""
+    with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
+        cmd = [a.ember, "train", "--model", a.model, "--data", "synthetic", "--epochs", 1,
+               "--batch-size", batch, "--limit", batch * steps * windows, "--log-every", steps,
+               "--schedule", "constant", "--threads", a.threads, "--seed", 0, *device_args(a),
+               "--out", os.path.join(tmp, "run")]
+        out, _ = run_child(cmd)
+        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    steps_ = [r for r in records if r.get("kind") == "step"]
+    epochs = [r for r in records if r.get("kind") == "epoch"]
+    if len(steps_) != windows:
+        sys.exit(f"step: ember wrote {len(steps_)} step records, expected {windows}")
+    return ([batch * 1e3 / r["samples_per_s"] for r in steps_],
+            epochs[-1].get("data_wait") if epochs else None, out)
+
+
+def step_mode_cuda(a):
+    import torch
+    import torch.nn.functional as F
+    if not torch.cuda.is_available():
+        sys.exit("step --device cuda: PyTorch sees no GPU")
+    batch = a.batch or BENCH_BATCH[a.model][0]
+    windows = 1 + a.rounds  # ember's first record is its warm-up
+    if batch * a.repeats * windows > SYNTHETIC_TRAIN:
+        sys.exit(f"step: batch {batch} x {a.repeats} steps x {windows} records exceeds the "
+                 f"{SYNTHETIC_TRAIN} synthetic training samples; lower --repeats or --rounds")
+    load = OtherLoad()
+    ember_all, data_wait, table = ember_gpu_steps(a, batch, a.repeats, windows)
+    m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", table)
+    if not m:
+        sys.exit("compare_pytorch: ember's start table has no 'optimizer adamw, lr ..., weight decay ...' line")
+    lr, wd = float(m.group(1)), float(m.group(2))
+
+    cuda_settings(torch)
+    dev, amp = torch.device("cuda"), a.amp == "bf16"
+    torch.manual_seed(1)
+    x = torch.randn(batch, 1, 28, 28, device=dev)  # both models take images (mlp flattens)
+    y = torch.randint(0, 10, (batch,), device=dev)
+    base = make_model(a.model)
+
+    def variant(memory_format=None, compiled=False):
+        model, xv = copy.deepcopy(base).to(dev), x
+        if memory_format is not None:
+            model, xv = model.to(memory_format=memory_format), x.contiguous(memory_format=memory_format)
+        params = list(model.parameters())
+        opt = fused_adamw(torch, [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
+                                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr)
+        run = torch.compile(model) if compiled else model
+        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+
+        def window():  # ms per step over a.repeats steps, the GPU's work included
+            nonlocal loss_sum
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(a.repeats):
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+                    loss = F.cross_entropy(run(xv), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                loss_sum += loss.detach()  # as ember sums its loss on the device
+            torch.cuda.synchronize()
+            return (time.perf_counter() - start) * 1e3 / a.repeats
+        window()  # warm-up: cuDNN's tuning, the caching allocator, compilation
+        return window
+
+    variants, unavailable = {"eager": variant()}, {}
+    if a.model == "resnet8":
+        variants["channels_last"] = variant(torch.channels_last)
+    if not a.no_compile:
+        try:
+            variants["compile"] = variant(compiled=True)
+        except Exception as e:  # no compiler, an unsupported op, ...
+            unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
+    times = {"ember": ember_all[1:], **{k: [w() for _ in range(a.rounds)] for k, w in variants.items()}}
+    med, busy = {k: statistics.median(v) for k, v in times.items()}, load.cpus()
+    fastest = min(variants, key=med.get)
+    speed, eager = med[fastest] / med["ember"], med["eager"] / med["ember"]
+    res = {"mode": "step", "device": "cuda", "amp": a.amp, "model": a.model, "batch": batch,
+           "rounds": a.rounds, "repeats": a.repeats, "workers": a.workers, "lr": lr, "weight_decay": wd,
+           "torch": torch_info("cuda"), "median_ms": med, "rounds_ms": times, "ember_warmup_ms": ember_all[0],
+           "ember_data_wait": data_wait, "unavailable": unavailable, "fastest_pytorch": fastest,
+           "pytorch_over_ember_time": speed, "pytorch_eager_over_ember_time": eager, "other_busy_cpus": busy}
+    if a.json:
+        return print(json.dumps(res, indent=2))
+    print(f"step: {a.model}, batch {batch}, cuda, {precision(a)}; forward, cross-entropy, backward, fused "
+          f"AdamW (lr {lr:g}, weight decay {wd:g}), zero_grad; {a.rounds} windows x {a.repeats} steps, median")
+    print(info_line(res["torch"]))
+    print(f"ember: `ember train --data synthetic`, {a.workers} loader workers, waiting for data "
+          f"{100 * (data_wait or 0):.1f}% of the epoch")
+    print(f"\n{'':24}{'ms/step':>10}   per window")
+    for name in times:
+        label = "ember" if name == "ember" else f"PyTorch {name}"
+        print(f"{label:24}{med[name]:>10.3f}   " + " ".join(f"{t:.3f}" for t in times[name]))
+    for name, why in unavailable.items():
+        print(f"{'PyTorch ' + name:24}{'-':>10}   unavailable: {why}")
+    print(f"\nember speed vs PyTorch eager: {eager:.2f}x, vs fastest PyTorch ({fastest}): {speed:.2f}x "
+          f"(PyTorch ms / ember ms; > 1: ember faster){load_line(busy)}")
+    if data_wait is not None and data_wait > 0.05:
+        print(f"note: ember waited for its loader {100 * data_wait:.0f}% of the time: its number is the "
+              f"loader's rate, not the step's; raise --workers")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "_torch_worker":  # the child of `train`
-        result = torch_train(json.loads(sys.argv[2]))
-        print(json.dumps({**result, "torch": torch_info()}))
+        cfg = json.loads(sys.argv[2])
+        result = torch_train(cfg)
+        print(json.dumps({**result, "torch": torch_info(cfg.get("device", "cpu").split(":")[0])}))
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -368,6 +551,11 @@ def main():
         s.add_argument("--threads", type=int, default=2, help="OpenMP threads of both engines")
         s.add_argument("--ember", default=str(REPO / "build/release/tools/ember"), help="the ember binary")
         s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+        s.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both engines train")
+        s.add_argument("--amp", choices=["off", "bf16"], default="off",
+                       help="bf16: autocast in both (ember train --amp bf16, torch.autocast)")
+        s.add_argument("--workers", type=int, help="ember's loader threads (default: ember train's; "
+                                                   "step --device cuda: 4)")
     t = sub.choices["train"]
     t.add_argument("--epochs", type=int, default=5)
     t.add_argument("--batch-size", type=int, default=128)
@@ -378,10 +566,15 @@ def main():
     s = sub.choices["step"]
     s.add_argument("--batch", type=int, help="256 or 32 for mlp, 128 or 8 for resnet8 (default: the first)")
     s.add_argument("--rounds", type=int, default=3)
-    s.add_argument("--repeats", type=int, default=7, help="timed steps per round (ember's --repeats)")
+    s.add_argument("--repeats", type=int, help="timed steps per round (ember's --repeats; default 7, "
+                                               "with --device cuda 50 per window)")
     s.add_argument("--warmup", type=int, default=2)
     s.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
     a = p.parse_args()
+    if a.mode == "step":
+        a.repeats = a.repeats or (50 if a.device == "cuda" else 7)
+        if a.device == "cuda" and a.workers is None:
+            a.workers = 4  # the loader must outrun a GPU step
     if not os.access(a.ember, os.X_OK):
         sys.exit(f"{a.ember}: no ember binary there; build it or pass --ember")
     train_mode(a) if a.mode == "train" else step_mode(a)

@@ -1,8 +1,9 @@
 // The nn family: the ops a training step runs besides matmul, conv and the
-// op table's elementwise, reduce and softmax rows — batch norm and layer norm
-// forward and backward, cross-entropy forward and backward, max, average and
-// adaptive pooling and their backwards, the embedding gather and its
-// index_add backward, dropout — on the CPU and, where a GPU is present, on it.
+// op table's elementwise, reduce and softmax rows — batch norm (alone and
+// fused with a ReLU, beside the unfused pair) and layer norm forward and
+// backward, cross-entropy forward and backward, max, average and adaptive
+// pooling and their backwards, the embedding gather and its index_add
+// backward, dropout — on the CPU and, where a GPU is present, on it.
 // Shapes are a training step's: resnet8's first block (batch 128, 16 or 32
 // channels of 28×28), a 1024-wide transformer row, 1000 classes.
 //
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/factories.h"
 #include "kernels/index.h"
 #include "kernels/loss.h"
@@ -80,6 +82,37 @@ std::vector<NnRow> rows(bool quick) {
                              .input;
                      },
                      3 * nbytes(x), 1e-4});
+        // The fused batch norm + ReLU of ConvBNReLU, beside the unfused pair
+        // it replaces (the same bytes: what the result needs at least, so
+        // the GB/s compare directly). bwd reads g, y and x and writes dx.
+        const auto fr = k::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-5);
+        r.push_back({"batch_norm_relu fwd", {x, w, b},
+                     [](const Inputs& i) {
+                         return k::batch_norm_relu_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5)
+                             .output;
+                     },
+                     2 * nbytes(x), 1e-4});
+        r.push_back({"batch_norm+relu fwd (unfused)", {x, w, b},
+                     [](const Inputs& i) {
+                         return k::relu(
+                             k::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output);
+                     },
+                     2 * nbytes(x), 1e-4});
+        const Inputs bwd_in = {gy, fr.output, x, w, fr.save_mean, fr.save_invstd};
+        r.push_back({"batch_norm_relu bwd", bwd_in,
+                     [](const Inputs& i) {
+                         return k::batch_norm_relu_backward(i[0], i[1], i[2], i[3], i[4], i[5],
+                                                            {true, true, true})
+                             .input;
+                     },
+                     4 * nbytes(x), 1e-4});
+        r.push_back({"batch_norm+relu bwd (unfused)", bwd_in,
+                     [](const Inputs& i) {
+                         return k::batch_norm_backward(k::relu_backward(i[0], i[1]), i[2], i[3],
+                                                       i[4], i[5], {true, true, true})
+                             .input;
+                     },
+                     4 * nbytes(x), 1e-4});
     }
     {  // layer norm over 1024-wide rows
         const int64_t rows_n = quick ? 512 : 8192;

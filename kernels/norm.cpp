@@ -92,10 +92,12 @@ Tensor param_grad(bool need, const Tensor& param, const Shape& shape, const Tens
 
 }  // namespace
 
-BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                    const Tensor& running_mean, const Tensor& running_var,
-                                    double momentum, double eps) {
-    const char* op = "batch_norm_forward";
+namespace {
+
+// The training forward, with or without the fused ReLU (op names the entry point).
+BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& weight,
+                               const Tensor& bias, const Tensor& running_mean,
+                               const Tensor& running_var, double momentum, double eps, bool relu) {
     const int64_t C = check_batch_input(op, x, weight, bias);
     check_param(op, "running_mean", running_mean, x, {C});
     check_param(op, "running_var", running_var, x, {C});
@@ -123,7 +125,8 @@ BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const
                           .running_mean = optional_view(running_mean, op),
                           .running_var = optional_view(running_var, op),
                           .momentum = momentum,
-                          .eps = eps};
+                          .eps = eps,
+                          .relu = relu};
     dispatch({op, x.device(), {&r.output, &r.save_mean, &r.save_invstd, &xc, &weight, &bias,
                                &running_mean, &running_var}},
              [&] { cpu::batch_norm_forward(a); },
@@ -133,6 +136,22 @@ BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const
         running_var.storage()->bump_version();
     }
     return r;
+}
+
+}  // namespace
+
+BatchNormForward batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    double momentum, double eps) {
+    return train_forward("batch_norm_forward", x, weight, bias, running_mean, running_var, momentum,
+                         eps, false);
+}
+
+BatchNormForward batch_norm_relu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var,
+                                         double momentum, double eps) {
+    return train_forward("batch_norm_relu_forward", x, weight, bias, running_mean, running_var,
+                         momentum, eps, true);
 }
 
 Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -161,12 +180,21 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
     return out;
 }
 
-NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                              const Tensor& save_mean, const Tensor& save_invstd,
-                              std::array<bool, 3> need) {
-    const char* op = "batch_norm_backward";
+namespace {
+
+// The training backward; with relu, relu_out is the fused forward's output.
+NormGrads train_backward(const char* op, bool relu, const Tensor& grad_y, const Tensor& relu_out,
+                         const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, std::array<bool, 3> need) {
     const int64_t C = check_batch_input(op, x, weight, Tensor());
     check_grad(op, grad_y, x);
+    if (relu) {
+        EMBER_CHECK(
+            relu_out.defined() && relu_out.shape() == x.shape() && relu_out.dtype() == x.dtype(),
+            op, ": output ", describe(relu_out),
+            " (the forward's) must have the shape and dtype of input ", describe(x));
+        check_same_device({&x, &relu_out}, op);
+    }
     check_saved(op, "save_mean", save_mean, x, {C});
     check_saved(op, "save_invstd", save_invstd, x, {C});
     NormGrads r{need[0] ? empty(x.shape(), like(x)) : Tensor(), param_grad(need[1], weight, {C}, x),
@@ -178,6 +206,7 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
     }
     // perf: strided inputs are copied first.
     const Tensor xc = contiguous(x), gc = contiguous(grad_y);
+    const Tensor yc = relu ? contiguous(relu_out) : Tensor();
     const BatchNormBackwardArgs a{r.input.defined() ? ncs_view(r.input, op) : View{},
                                   optional_view(r.weight, op),
                                   optional_view(r.bias, op),
@@ -185,12 +214,29 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
                                   ncs_view(xc, op),
                                   optional_view(weight, op),
                                   view_of(save_mean, op),
-                                  view_of(save_invstd, op)};
+                                  view_of(save_invstd, op),
+                                  yc.defined() ? ncs_view(yc, op) : View{}};
     dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &weight, &save_mean,
-                               &save_invstd}},
+                               &save_invstd, &yc}},
              [&] { cpu::batch_norm_backward(a); },
              [&](auto stream) { cuda::batch_norm_backward(a, stream); });
     return r;
+}
+
+}  // namespace
+
+NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd,
+                              std::array<bool, 3> need) {
+    return train_backward("batch_norm_backward", false, grad_y, Tensor(), x, weight, save_mean,
+                          save_invstd, need);
+}
+
+NormGrads batch_norm_relu_backward(const Tensor& grad_y, const Tensor& output, const Tensor& x,
+                                   const Tensor& weight, const Tensor& save_mean,
+                                   const Tensor& save_invstd, std::array<bool, 3> need) {
+    return train_backward("batch_norm_relu_backward", true, grad_y, output, x, weight, save_mean,
+                          save_invstd, need);
 }
 
 namespace {

@@ -24,17 +24,33 @@ namespace ember::kernels {
 /// One batch norm forward. Training: writes out, save_mean and save_invstd
 /// (N·S >= 2) and updates running_mean / running_var in place when present
 /// (unbiased variance for running_var). Inference: out from the running
-/// statistics; save_* and momentum are unused.
+/// statistics; save_* and momentum are unused. relu (training only): out =
+/// max(y, 0), applied to y rounded to x's dtype (Note [Fused batch norm + ReLU]).
 struct BatchNormArgs {
     View out, save_mean, save_invstd, x, weight, bias, running_mean, running_var;
     double momentum = 0, eps = 0;
+    bool relu = false;
 };
 
 /// One batch norm backward (training mode); grad_input ([N, C, S]),
-/// grad_weight and grad_bias may each be absent.
+/// grad_weight and grad_bias may each be absent. relu_out, when present, is
+/// the fused forward's output [N, C, S] (x's dtype, contiguous): grad_y then
+/// counts only where relu_out > 0, the ReLU's backward folded in.
 struct BatchNormBackwardArgs {
     View grad_input, grad_weight, grad_bias, grad_y, x, weight, save_mean, save_invstd;
+    View relu_out = {};
 };
+
+// Note [Fused batch norm + ReLU]
+// batch_norm_relu_forward is batch norm's training forward with max(·, 0) in
+// its apply pass; batch_norm_relu_backward is batch norm's backward with
+// grad_y replaced by grad_y·[y > 0], y the fused output (y > 0 exactly where
+// the pre-ReLU value is > 0). Neither materializes the pre-ReLU tensor nor
+// the masked gradient. The ReLU is applied to the value already rounded to
+// x's dtype (so an f16 value rounding to −0 stays −0, as relu(batch_norm(x))
+// gives), and the mask enters the backward's sums and apply pass exactly as
+// a gradient of 0 would: on the CPU the results equal batch_norm followed by
+// relu bit for bit (tests/kernels/test_norm.cpp).
 
 /// One layer norm forward over rows of x [R, M]: writes out, mean and rstd [R].
 struct LayerNormArgs {
@@ -95,6 +111,20 @@ struct NormGrads {
 NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
                               const Tensor& save_mean, const Tensor& save_invstd,
                               std::array<bool, 3> need);
+
+/// relu(batch_norm_forward(...)) in one op (Note [Fused batch norm + ReLU]):
+/// the same checks, statistics and running-statistics update; output =
+/// max(y, 0).
+BatchNormForward batch_norm_relu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var,
+                                         double momentum, double eps);
+
+/// Gradients of batch_norm_relu_forward: batch_norm_backward of
+/// grad_y·[output > 0], where output is the fused forward's output (x's shape
+/// and dtype, any strides).
+NormGrads batch_norm_relu_backward(const Tensor& grad_y, const Tensor& output, const Tensor& x,
+                                   const Tensor& weight, const Tensor& save_mean,
+                                   const Tensor& save_invstd, std::array<bool, 3> need);
 
 /// What layer_norm_forward returns: y, and the mean and 1 / sqrt(var + eps) of
 /// each normalized row, shaped like x with the normalized dims set to 1 (the

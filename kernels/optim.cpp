@@ -3,7 +3,8 @@
 // per dtype signature with its chunk table, one dispatch per list, and the
 // version bumps of what was written. Kernels: kernels/cpu/optim.cpp and
 // kernels/cuda/optim.cu (which reads its scalars, the norm, the inverse
-// scale and the found-inf flag, from device memory: no host sync).
+// scale and the found-inf flag, from device memory: no host sync), and the
+// loss scaler's scale update.
 #include "kernels/optim.h"
 
 #include <cmath>
@@ -45,6 +46,19 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
                 " parameters, got ", t.state1.size(), " and ", t.state2.size());
     EMBER_CHECK(t.copies.empty() || t.copies.size() == n, op, ": ", n, " parameters but ",
                 t.copies.size(), " copies");
+    EMBER_CHECK(t.steps.empty() || t.steps.size() == n, op, ": ", n, " parameters but ",
+                t.steps.size(), " step counts");
+    const Device dev = n > 0 && t.params[0].defined() ? t.params[0].device() : Device::cpu();
+    for (size_t i = 0; i < t.steps.size(); ++i)
+        EMBER_CHECK(t.steps[i].defined() && t.steps[i].numel() == 1 &&
+                        t.steps[i].dtype() == DType::i64 && t.steps[i].device() == dev,
+                    op, ": step count ", i, " must be a one-element i64 tensor on ", dev,
+                    ", got ", describe(t.steps[i]));
+    if (t.found_inf.defined())
+        EMBER_CHECK(t.found_inf.numel() == 1 && t.found_inf.dtype() == DType::f32 &&
+                        t.found_inf.device() == dev,
+                    op, ": found_inf must be a one-element f32 tensor on ", dev, ", got ",
+                    describe(t.found_inf));
     std::map<std::tuple<DType, DType, int>, UpdateList> lists;  // ordered: deterministic
     for (size_t i = 0; i < n; ++i) {
         const Tensor& p = t.params[i];
@@ -82,10 +96,12 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
         l.stochastic_copy = t.stochastic_copy;
         l.seed = t.seed;
         l.step = t.step;
+        l.found_inf = t.found_inf.defined() ? t.found_inf.data<float>() : nullptr;
         l.slots.push_back({p.data_ptr(), t.grads[i].data_ptr(),
                            states >= 1 ? t.state1[i].data_ptr() : nullptr,
                            states >= 2 ? t.state2[i].data_ptr() : nullptr,
-                           copy >= 0 ? t.copies[i].data_ptr() : nullptr, p.numel()});
+                           copy >= 0 ? t.copies[i].data_ptr() : nullptr, p.numel(),
+                           t.steps.empty() ? nullptr : t.steps[i].data<int64_t>()});
     }
     std::vector<UpdateList> out;
     for (auto& [key, l] : lists) {
@@ -97,9 +113,9 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
     return out;
 }
 
-// What an update wrote: every parameter, state buffer and copy.
+// What an update wrote: every parameter, state buffer, copy and step count.
 void bump_versions(const UpdateTensors& t) {
-    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies})
+    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies, &t.steps})
         for (const Tensor& x : *list) x.storage()->bump_version();
 }
 
@@ -141,7 +157,7 @@ double update_flops(const UpdateTensors& t, double per_element) {
 }  // namespace
 
 void adam_update(const UpdateTensors& t, const AdamArgs& a) {
-    EMBER_CHECK(a.step >= 1, "adam_update: step must be >= 1, got ", a.step);
+    EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("adam_update", t, 2))
         dispatch({"adam_update", device_of(t.params), {}, update_flops(t, 12)},
                  [&] { cpu::adam_update(l, a); },
@@ -159,7 +175,7 @@ void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
 }
 
 void lamb_update(const UpdateTensors& t, const LambArgs& a) {
-    EMBER_CHECK(a.step >= 1, "lamb_update: step must be >= 1, got ", a.step);
+    EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "lamb_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("lamb_update", t, 2))
         dispatch({"lamb_update", device_of(t.params), {}, update_flops(t, 20)},
                  [&] { cpu::lamb_update(l, a); },
@@ -229,6 +245,31 @@ void unscale_(const std::vector<Tensor>& tensors, const Tensor& inv_scale, const
                  });
     for (const Tensor& x : tensors) x.storage()->bump_version();
     found_inf.storage()->bump_version();
+}
+
+void update_scale_(const Tensor& scale, const Tensor& found_inf, const Tensor& counters,
+                   double growth, double backoff, int64_t interval) {
+    const Device d = scale.defined() ? scale.device() : Device::cpu();
+    for (const Tensor* f : {&scale, &found_inf})
+        EMBER_CHECK(f->defined() && f->numel() == 1 && f->dtype() == DType::f32 &&
+                        f->is_contiguous() && f->device() == d,
+                    "update_scale_: scale and found_inf must be one-element f32 tensors on ", d,
+                    ", got ", describe(*f));
+    EMBER_CHECK(counters.defined() && counters.numel() == 2 && counters.dtype() == DType::i64 &&
+                    counters.is_contiguous() && counters.device() == d,
+                "update_scale_: counters must be a two-element i64 tensor on ", d, ", got ",
+                describe(counters));
+    EMBER_CHECK(interval >= 1, "update_scale_: growth interval must be >= 1, got ", interval);
+    dispatch({"update_scale_", d, {&scale, &found_inf, &counters}},
+             [&] {
+                 cpu::update_scale(scale.data<float>(), found_inf.data<float>(),
+                                   counters.data<int64_t>(), growth, backoff, interval);
+             },
+             [&](auto stream) {
+                 cuda::update_scale(scale.data<float>(), found_inf.data<float>(),
+                                    counters.data<int64_t>(), growth, backoff, interval, stream);
+             });
+    for (const Tensor* x : {&scale, &found_inf, &counters}) x->storage()->bump_version();
 }
 
 }  // namespace ember::kernels

@@ -49,6 +49,7 @@ struct UpdateSlot {
     void* state2 = nullptr;       ///< exp_avg_sq
     void* copy = nullptr;         ///< a low-precision copy written after the update
     int64_t numel = 0;
+    int64_t* step = nullptr;      ///< the tensor's own step count (Note [Device step counts])
 };
 
 /// The tensors of one fused call, all of one dtype signature and device.
@@ -58,6 +59,7 @@ struct UpdateList {
     std::vector<Chunk> chunks;
     bool stochastic_copy = false;  ///< bf16 copies by stochastic rounding
     uint64_t seed = 0, step = 0;   ///< its Philox stream (math::rounding_bits)
+    const float* found_inf = nullptr;  ///< nonzero: skip the whole update (null: none)
 };
 
 /// Hyper-parameters of one step, as the kernels take them (f64; the kernels
@@ -82,6 +84,23 @@ struct LarsArgs {
     bool first = true;
 };
 
+// Note [Device step counts]
+// Adam's and LAMB's bias corrections need the step count t, SGD's and LARS's
+// first step starts the momentum buffer differently. Given as AdamArgs::step
+// or SgdArgs::first, the host must know t when it queues the update — but
+// under loss scaling (amp::GradScaler) whether a step is applied is decided
+// on the device (the found-inf flag), and reading that back would stall the
+// host every step. So a tensor may carry its own step count: a one-element
+// i64 tensor (UpdateTensors::steps) holding the steps applied so far, on the
+// parameters' device. The update then uses t = count + 1 (first = count == 0)
+// in place of the Args' step/first, computing the step's scalars itself (the
+// CPU on the host, a CUDA block on the device, by the same formulas in f64),
+// and, unless it was skipped, the count becomes t after the update.
+// With `found_inf` (a one-element f32 tensor, nonzero after an overflow) the
+// update is skipped entirely when the flag is set: parameters, state, copies
+// and step counts keep every bit. The CPU reads the flag on the host (free);
+// a CUDA kernel reads it in each block, so the host never waits.
+
 // ---- Fronts (one dispatch per dtype signature; checks name the op) ----
 
 /// The tensors of one update: params (updated in place) and their grads, the
@@ -90,10 +109,15 @@ struct LarsArgs {
 /// optional low-precision copies written after the update (same shapes).
 /// Everything dense, on one device; grads may be of a lower precision than
 /// the params (a bf16 model's gradients updating f32 master weights).
+/// `steps` (empty, or one per parameter: one-element i64 tensors, views
+/// allowed, on the parameters' device) and `found_inf` (undefined, or a
+/// one-element f32 tensor there): Note [Device step counts].
 struct UpdateTensors {
     std::vector<Tensor> params, grads, state1, state2, copies;
     bool stochastic_copy = false;  ///< bf16 copies rounded stochastically,
     uint64_t seed = 0, step = 0;   ///< from Philox stream `step` under `seed`
+    std::vector<Tensor> steps;     ///< per-parameter step counts, advanced by the update
+    Tensor found_inf;              ///< set (nonzero): the whole update is skipped
 };
 
 void adam_update(const UpdateTensors& t, const AdamArgs& a);
@@ -113,5 +137,14 @@ void clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& norm, doubl
 /// and sets found_inf[0] = 1 when any element was inf or NaN (else leaves it).
 /// inv_scale and found_inf: one-element f32 tensors on the tensors' device.
 void unscale_(const std::vector<Tensor>& tensors, const Tensor& inv_scale, const Tensor& found_inf);
+
+/// The loss scaler's dynamic scale rule, on the scaler's device (a CUDA
+/// kernel of one thread: no host sync): when found_inf[0] != 0, scale *=
+/// backoff, tracker = 0 and skipped += 1; else tracker += 1 and, when it
+/// reaches `interval`, scale *= growth and tracker = 0. Then found_inf = 0.
+/// The product is taken in f64 and rounded to f32 once. scale, found_inf:
+/// one-element f32; counters: two-element i64 {tracker, skipped}; one device.
+void update_scale_(const Tensor& scale, const Tensor& found_inf, const Tensor& counters,
+                   double growth, double backoff, int64_t interval);
 
 }  // namespace ember::kernels

@@ -23,6 +23,16 @@ struct AdamScalars {
     A beta1, beta2, eps, step_size, inv_bc2_sqrt, decay, l2;
 };
 
+/// 1 − β^t: Adam's and LAMB's bias correction of step t. The host and the
+/// CUDA blocks that read their step count from memory (Note [Device step
+/// counts] in kernels/optim.h) evaluate the same expressions from it:
+/// step_size = lr / (1 − β1^t), inv_bc2_sqrt = 1 / sqrt(1 − β2^t) and LAMB's
+/// inv_bc1 = 1 / (1 − β1^t), in f64, rounded to A once. (CUDA's f64 pow may
+/// differ from the host's in the last place: then so may these scalars.)
+EMBER_HD EMBER_INLINE double bias_correction(double beta, int64_t t) {
+    return 1 - std::pow(beta, double(t));
+}
+
 /// One Adam/AdamW element: g += l2·p; p *= decay; m = β1·m + (1 − β1)·g;
 /// v = β2·v + (1 − β2)·g²; p −= step_size · m / (sqrt(v)·inv_bc2_sqrt + eps).
 template <class A>
@@ -76,6 +86,27 @@ EMBER_HD EMBER_INLINE double lars_trust(double param_norm, double grad_norm, dou
     return param_norm > 0 && grad_norm > 0
                ? eta * param_norm / (grad_norm + weight_decay * param_norm + eps)
                : 1.0;
+}
+
+/// The loss scaler's dynamic scale rule (kernels::update_scale_), on the
+/// host and in a one-thread CUDA kernel alike: after an overflow (found_inf
+/// nonzero) scale *= backoff, the growth tracker restarts and the skip count
+/// grows; else the tracker grows and, at `interval`, scale *= growth and the
+/// tracker restarts. The product in f64, rounded to f32 once; the flag clears.
+EMBER_HD EMBER_INLINE void update_scale(float& scale, float& found_inf, int64_t& tracker,
+                                        int64_t& skipped, double growth, double backoff,
+                                        int64_t interval) {
+    double s = double(scale);
+    if (found_inf != 0) {
+        s *= backoff;
+        tracker = 0;
+        skipped += 1;
+    } else if (++tracker == interval) {
+        s *= growth;
+        tracker = 0;
+    }
+    scale = float(s);
+    found_inf = 0;
 }
 
 /// f32 → bf16 by stochastic rounding: 16 random bits added below bf16's last

@@ -2,6 +2,7 @@
 #include "nn/conv_bn.h"
 #include "kernels/copy.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
@@ -39,8 +40,25 @@ ConvBN::ConvBN(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv
     bn = register_module("bn", BatchNorm2d(out_channels, b));
 }
 
+// Training (or no running statistics): one fused batch norm + ReLU op
+// (kernels/norm.h, Note [Fused batch norm + ReLU]) instead of bn then relu,
+// with BatchNorm2d::forward's batch counter. Eval: bn's running statistics,
+// then relu (or, once folded, the biased conv then relu).
 Tensor ConvBN::forward(const Tensor& x) {
     Tensor h = conv->forward(x);
+    if (bn && relu_ && (bn->is_training() || !bn->options().track_running_stats)) {
+        const BatchNormOptions& o = bn->options();
+        // The conv's output channels are bn's by construction.
+        Tensor y = batch_norm_relu(h, bn->running_mean, bn->running_var, bn->weight, bn->bias, true,
+                                   o.momentum, o.eps);
+        // Counted as BatchNorm2d::forward counts (not when a checkpointed
+        // segment is recomputed).
+        if (bn->is_training() && o.track_running_stats && !autograd::is_recomputing()) {
+            NoGradGuard no_grad;
+            add_(bn->num_batches_tracked, ones({}, {DType::i64, bn->num_batches_tracked.device()}));
+        }
+        return y;
+    }
     if (bn) h = bn->forward(h);
     return relu_ ? relu(h) : h;
 }

@@ -43,9 +43,10 @@ void Adam::set_momentum(size_t group, double beta1) {
 }
 
 void Adam::update(const Hyper& h, const Batch& b) {
-    kernels::UpdateTensors t{b.params, b.grads,  b.state1, b.state2,
-                             b.copies, stochastic_, seed_,   uint64_t(steps())};
-    kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, b.step});
+    const kernels::UpdateTensors t{b.params, b.grads, b.state1, b.state2,  b.copies,
+                                   stochastic_, seed_,  uint64_t(step_calls()), b.steps, b.found_inf};
+    // The step comes from each parameter's own count (b.steps).
+    kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1});
 }
 
 }  // namespace ember::optim

@@ -1,6 +1,7 @@
-// The dynamic loss scaler: its scale and found-inf flag as one-element device
-// tensors, the fused unscale pass (kernels::unscale_), the skip and the
-// growth/backoff rule.
+// The dynamic loss scaler: its scale, found-inf flag and counters as device
+// tensors, the fused unscale pass (kernels::unscale_), the skip inside the
+// optimizer's kernels (Optimizer::step_unless) and the growth/backoff rule as
+// one kernel (kernels::update_scale_): nothing is read on the host per step.
 #include "optim/grad_scaler.h"
 
 #include <nlohmann/json.hpp>
@@ -24,15 +25,33 @@ GradScaler::GradScaler(const GradScalerOptions& o) : o_(o), host_scale_(o.init_s
                 o.backoff_factor, ", ", o.growth_interval);
 }
 
+StepResult::operator bool() const {
+    if (!flag_.defined()) return applied_;
+    if (state_ < 0) state_ = flag_.item() == 0 ? 1 : 0;
+    return state_ == 1;
+}
+
 void GradScaler::ensure_on(Device d) {
     if (scale_.defined() && scale_.device() == d) return;
+    // First use, or the gradients moved: the values follow (read once).
     const double s = get_scale();
+    const int64_t tracker = growth_tracker(), skipped = this->skipped();
+    const float flag = found_inf_.defined() ? float(found_inf_.item()) : 0.0f;
     scale_ = full({1}, s, {DType::f32, d});
-    found_inf_ = zeros({1}, {DType::f32, d});
+    found_inf_ = full({1}, double(flag), {DType::f32, d});
+    counters_ = from_vector<int64_t>({tracker, skipped}, {2}).to(d);
 }
 
 double GradScaler::get_scale() const {
     return scale_.defined() ? scale_.item() : host_scale_;
+}
+
+int64_t GradScaler::growth_tracker() const {
+    return counters_.defined() ? counters_.to_vector<int64_t>()[0] : host_tracker_;
+}
+
+int64_t GradScaler::skipped() const {
+    return counters_.defined() ? counters_.to_vector<int64_t>()[1] : host_skipped_;
 }
 
 Tensor GradScaler::scale(const Tensor& loss) {
@@ -55,38 +74,27 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     kernels::unscale_(grads, inv, found_inf_);
 }
 
-bool GradScaler::step(optim::Optimizer& opt) {
+StepResult GradScaler::step(optim::Optimizer& opt) {
     if (!o_.enabled) return opt.step();
     if (!unscaled_) unscale_(opt);
-    const bool overflow = found_inf_.defined() && found_inf_.item() != 0;
-    if (overflow) {
-        ++skipped_;
-        return false;  // parameters and optimizer state untouched
-    }
-    return opt.step();
+    if (!found_inf_.defined()) return opt.step();  // nothing was ever scaled or unscaled
+    opt.step_unless(found_inf_);  // the kernels skip on overflow: no host read
+    // update() clears the flag: the result keeps its own copy.
+    return StepResult(kernels::clone(found_inf_));
 }
 
 void GradScaler::update() {
     if (!o_.enabled) return;
     unscaled_ = false;
     if (!scale_.defined()) return;  // nothing was scaled yet
-    const bool overflow = found_inf_.item() != 0;
-    double s = scale_.item();
-    if (overflow) {
-        s *= o_.backoff_factor;
-        growth_tracker_ = 0;
-    } else if (++growth_tracker_ == o_.growth_interval) {
-        s *= o_.growth_factor;
-        growth_tracker_ = 0;
-    }
-    kernels::fill(scale_, s);
-    kernels::fill(found_inf_, 0);
+    kernels::update_scale_(scale_, found_inf_, counters_, o_.growth_factor, o_.backoff_factor,
+                           o_.growth_interval);
 }
 
 std::string GradScaler::state_json() const {
     return nlohmann::json{{"scale", get_scale()},
-                          {"growth_tracker", growth_tracker_},
-                          {"skipped", skipped_},
+                          {"growth_tracker", growth_tracker()},
+                          {"skipped", skipped()},
                           {"enabled", o_.enabled}}
         .dump();
 }
@@ -109,9 +117,13 @@ void GradScaler::load_state(const std::string& text) {
                 "GradScaler state: scale ", scale, ", growth_tracker ", tracker, " or skipped ",
                 skipped, " out of range");
     host_scale_ = scale;
-    if (scale_.defined()) kernels::fill(scale_, scale);
-    growth_tracker_ = tracker;
-    skipped_ = skipped;
+    host_tracker_ = tracker;
+    host_skipped_ = skipped;
+    if (scale_.defined()) {
+        kernels::fill(scale_, scale);
+        kernels::fill(found_inf_, 0);
+        kernels::copy(counters_, from_vector<int64_t>({tracker, skipped}, {2}));
+    }
     unscaled_ = false;
 }
 

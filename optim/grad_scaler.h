@@ -2,7 +2,10 @@
 // a scale before backward so small gradients do not flush to zero; one fused
 // pass unscales every gradient and looks for inf/NaN; a step with overflow is
 // skipped, leaving parameters and optimizer state bit-unchanged, and the
-// scale backs off; after growth_interval clean steps it grows. docs/amp.md.
+// scale backs off; after growth_interval clean steps it grows. The scale,
+// the flag and the counters live on the gradients' device and only kernels
+// read them: on CUDA, scale → backward → step → update never waits for the
+// GPU. docs/amp.md.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,26 @@
 #include "optim/optimizer.h"
 
 namespace ember::amp {
+
+/// What GradScaler::step returns: whether the step was applied. It holds a
+/// copy of the found-inf flag and reads it only when converted to bool —
+/// free on the CPU, one host sync on CUDA (an item(), counted as such),
+/// so a loop that does not look at it never waits for the GPU.
+class StepResult {
+public:
+    StepResult(bool applied) : applied_(applied) {}  // NOLINT: implicit, like the bool it was
+    /// Applied unless flag[0] != 0 (a one-element f32 tensor).
+    explicit StepResult(Tensor flag) : flag_(std::move(flag)) {}
+    /// Reads the flag (the first time only).
+    operator bool() const;  // NOLINT: implicit, so `bool applied = scaler.step(opt)` stays
+    /// Whether converting to bool is free: the answer is on the host.
+    bool known() const { return !flag_.defined() || flag_.device().type == DeviceType::cpu; }
+
+private:
+    Tensor flag_;
+    mutable int state_ = -1;  // -1: unread (flag_ defined)
+    bool applied_ = true;
+};
 
 struct GradScalerOptions {
     double init_scale = 65536.0;     ///< 2^16
@@ -26,12 +49,16 @@ struct GradScalerOptions {
 ///     scaler.scale(loss).backward();
 ///     scaler.unscale_(opt);               // optional: before clipping
 ///     optim::clip_grads(opt.gradients(), 1.0);
-///     bool applied = scaler.step(opt);    // skipped on inf/NaN
+///     bool applied = scaler.step(opt);    // skipped on inf/NaN (reading it syncs on CUDA)
 ///     scaler.update();
 ///     opt.zero_grad();
 ///
-/// The scale and the found-inf flag are one-element tensors on the gradients'
-/// device, read by the kernels.
+/// The scale and the found-inf flag are one-element f32 tensors on the
+/// gradients' device, the growth tracker and the skip count an i64 pair
+/// there, all read and written by kernels only. What reads them on the host
+/// — get_scale(), growth_tracker(), skipped(), state_json() and converting
+/// step()'s result to bool — is a host sync on CUDA; the loop above (but for
+/// `applied`) has none.
 class GradScaler {
 public:
     explicit GradScaler(const GradScalerOptions& o = {});
@@ -42,19 +69,23 @@ public:
     /// records whether any was inf or NaN. At most once per step; step()
     /// calls it when it was not called.
     void unscale_(optim::Optimizer& opt);
-    /// Unscales if needed, then steps `opt` unless a gradient overflowed.
-    /// Returns whether the step was applied.
-    bool step(optim::Optimizer& opt);
+    /// Unscales if needed, then steps `opt` unless a gradient overflowed:
+    /// Optimizer::step_unless(flag), the kernels skipping the whole update
+    /// (parameters, state and step counts bit-unchanged) when it is set.
+    /// Returns whether the step was applied, read lazily (StepResult).
+    StepResult step(optim::Optimizer& opt);
     /// After step: backs the scale off on overflow, else grows it after
-    /// growth_interval clean steps in a row. Clears the found-inf flag.
+    /// growth_interval clean steps in a row; clears the found-inf flag. One
+    /// kernel on the scaler's device (kernels::update_scale_).
     void update();
 
+    /// The scale (a host sync on CUDA).
     double get_scale() const;
     bool enabled() const { return o_.enabled; }
-    /// Steps skipped so far.
-    int64_t skipped() const { return skipped_; }
-    /// Clean steps since the last change of scale.
-    int64_t growth_tracker() const { return growth_tracker_; }
+    /// Steps skipped so far (a host sync on CUDA).
+    int64_t skipped() const;
+    /// Clean steps since the last change of scale (a host sync on CUDA).
+    int64_t growth_tracker() const;
 
     /// The scale, the growth tracker and the skip count as JSON, for a
     /// checkpoint; load_state checks them (a positive finite scale, counts
@@ -67,9 +98,9 @@ private:
 
     GradScalerOptions o_;
     Tensor scale_, found_inf_;  // one element, f32, on the gradients' device
-    double host_scale_;         // the scale before the tensors exist
-    int64_t growth_tracker_ = 0;
-    int64_t skipped_ = 0;
+    Tensor counters_;           // i64 {growth tracker, skipped}, there too
+    double host_scale_;         // the values before the tensors exist
+    int64_t host_tracker_ = 0, host_skipped_ = 0;
     bool unscaled_ = false;
 };
 

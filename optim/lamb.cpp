@@ -49,9 +49,9 @@ void LAMB::set_momentum(size_t group, double beta1) {
 }
 
 void LAMB::update(const Hyper& h, const Batch& b) {
-    kernels::UpdateTensors t{b.params, b.grads, b.state1, b.state2, b.copies,
-                             stochastic_, seed_, uint64_t(steps())};
-    kernels::lamb_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, b.step});
+    const kernels::UpdateTensors t{b.params, b.grads, b.state1, b.state2,  b.copies,
+                                   stochastic_, seed_,  uint64_t(step_calls()), b.steps, b.found_inf};
+    kernels::lamb_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1});  // own counts
 }
 
 LARS::LARS(std::vector<GroupSpec> groups, const LARSOptions& o)
@@ -63,10 +63,12 @@ void LARS::exclude(size_t group, bool on) {
 }
 
 void LARS::update(const Hyper& h, const Batch& b) {
-    kernels::UpdateTensors t{b.params, b.grads, b.state1, {}, b.copies,
-                             stochastic_, seed_, uint64_t(steps())};
+    const kernels::UpdateTensors t{b.params,    b.grads, b.state1,
+                                   {},          b.copies, stochastic_,
+                                   seed_,       uint64_t(step_calls()), b.steps,
+                                   b.found_inf};
     kernels::lars_update(t, {h.lr, h.momentum, h.weight_decay, h.trust_coefficient, h.eps,
-                             h.exclude_from_lars, b.first});
+                             h.exclude_from_lars, true});  // `first` from the own counts
 }
 
 }  // namespace ember::optim

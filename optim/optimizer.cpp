@@ -1,6 +1,7 @@
 // The optimizer base: groups, lazily made state that follows its parameter's
-// device and dtype, step() as one fused update per group and step count,
-// zero_grad, and the parameter-group helpers.
+// device and dtype, step() as one fused update per group (each parameter's
+// step count in a device tensor the kernels advance; step_unless with the
+// loss scaler's flag), zero_grad, and the parameter-group helpers.
 #include "optim/optimizer.h"
 
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "kernels/copy.h"
+#include "kernels/elementwise.h"
 #include "kernels/factories.h"
 #include "kernels/front.h"
 #include "nn/module.h"
@@ -23,6 +25,7 @@ Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {
     }
     check_groups();
     for (const ParamGroup& g : groups_) state_.emplace_back(g.params.size());
+    counts_.resize(groups_.size());
 }
 
 void Optimizer::check_groups() const {
@@ -51,11 +54,25 @@ void Optimizer::check_groups() const {
 }
 
 bool Optimizer::step() {
+    run_step(Tensor());
+    return true;
+}
+
+void Optimizer::step_unless(const Tensor& found_inf) {
+    EMBER_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == DType::f32,
+                name(), "::step_unless: found_inf must be a one-element f32 tensor, got ",
+                found_inf.defined() ? kernels::describe(found_inf) : std::string("undefined"));
+    run_step(found_inf);
+}
+
+void Optimizer::run_step(const Tensor& found_inf) {
     NoGradGuard no_grad;
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         const ParamGroup& g = groups_[gi];
         const int nbuf = buffers(g.hyper);
-        std::map<int64_t, Batch> batches;  // by step count: one fused call each
+        Batch batch;
+        batch.found_inf = found_inf;
+        Tensor& counts = counts_[gi];
         for (size_t i = 0; i < g.params.size(); ++i) {
             const Tensor& p = g.params[i];
             const Tensor grad = g.model.empty() ? p.grad() : g.model[i].grad();
@@ -70,23 +87,38 @@ bool Optimizer::step() {
                 else if (b->device() != p.device() || b->dtype() != like.dtype)
                     *b = b->to(p.device()).to(like.dtype);
             }
-            Batch& batch = batches[st.steps + 1];
-            batch.step = st.steps + 1;
-            batch.first = st.steps == 0;
+            if (!counts.defined())
+                counts = zeros({int64_t(g.params.size())}, {DType::i64, p.device()});
+            else if (counts.device() != p.device())
+                counts = counts.to(p.device());
             batch.params.push_back(p);
             batch.grads.push_back(kernels::contiguous(grad));
             if (nbuf >= 1) batch.state1.push_back(st.buffer1);
             if (nbuf >= 2) batch.state2.push_back(st.buffer2);
             if (!g.model.empty()) batch.copies.push_back(g.model[i]);
+            batch.steps.push_back(counts.narrow(0, int64_t(i), 1));
         }
-        for (auto& [step, batch] : batches) update(g.hyper, batch);
-        for (size_t i = 0; i < g.params.size(); ++i) {
-            const Tensor grad = g.model.empty() ? g.params[i].grad() : g.model[i].grad();
-            if (grad.defined()) ++state_[gi][i].steps;
-        }
+        if (!batch.params.empty()) update(g.hyper, batch);
     }
-    ++steps_;
-    return true;
+    ++calls_;
+    if (found_inf.defined()) {  // the count of skipped steps, on the flag's device
+        if (!skipped_flags_.defined())
+            skipped_flags_ = zeros({1}, {DType::f32, found_inf.device()});
+        else if (skipped_flags_.device() != found_inf.device())
+            skipped_flags_ = skipped_flags_.to(found_inf.device());
+        kernels::add_(skipped_flags_, found_inf.reshape({1}));
+    }
+}
+
+int64_t Optimizer::steps() const {
+    const int64_t flagged = skipped_flags_.defined() ? int64_t(skipped_flags_.item()) : 0;
+    return calls_ - skipped_ - flagged;
+}
+
+std::vector<int64_t> Optimizer::param_steps(size_t group) const {
+    const Tensor& c = counts_[group];
+    if (!c.defined()) return std::vector<int64_t>(groups_[group].params.size(), 0);
+    return c.to(Device::cpu()).to_vector<int64_t>();
 }
 
 std::vector<Tensor> Optimizer::gradients() const {

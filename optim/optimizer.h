@@ -71,6 +71,12 @@ public:
     /// was applied (amp::GradScaler::step returns false for a skipped step).
     /// Runs without recording (no graph), whatever the grad mode.
     bool step();
+    /// The same update, skipped by the kernels themselves when found_inf[0]
+    /// != 0 (a one-element f32 tensor on the parameters' device, 0 or 1: the
+    /// loss scaler's flag): then parameters, state, copies and step counts
+    /// keep every bit. Nothing is read on the host, so on CUDA the host never
+    /// waits (Note [Device step counts] in kernels/optim.h).
+    void step_unless(const Tensor& found_inf);
     /// Clears the gradients: to none by default (TIPS #10), or to zeros.
     void zero_grad(bool set_to_none = true);
 
@@ -79,8 +85,12 @@ public:
     /// The gradients step() would read (a model's, with master weights), of
     /// the parameters that have one: what clipping and loss scaling work on.
     std::vector<Tensor> gradients() const;
-    /// Applied steps so far (restored by load).
-    int64_t steps() const { return steps_; }
+    /// Applied steps so far (restored by load). After step_unless on CUDA
+    /// this reads the device's count of skipped steps: a host sync.
+    int64_t steps() const;
+    /// Calls of step() and step_unless() so far, applied or not (restored by
+    /// load; known on the host): the Philox stream of stochastic rounding.
+    int64_t step_calls() const { return calls_; }
 
     /// The group's learning rate (schedules read and write it).
     double lr(size_t group) const;
@@ -95,8 +105,10 @@ public:
     void set_stochastic_rounding(bool on, uint64_t seed = 0);
 
     /// The state as named tensors ("g<group>.p<index>.<buffer>": exp_avg,
-    /// exp_avg_sq, momentum_buffer) and a JSON string with the optimizer's
-    /// name, steps, each parameter's step and the groups' hyper-parameters.
+    /// exp_avg_sq, momentum_buffer; parameters that took a step) and a JSON
+    /// string with the optimizer's name, steps, step calls, each parameter's
+    /// step and the groups' hyper-parameters. Both read the step counts
+    /// back from the device: on CUDA, a host sync.
     std::vector<std::pair<std::string, Tensor>> state_tensors() const;
     std::string state_json() const;
     /// Restores what state_tensors/state_json saved, after checking it all
@@ -114,11 +126,13 @@ protected:
     Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults);
 
     /// The tensors of one fused call: the group's parameters that have a
-    /// gradient and share a step count.
+    /// gradient, each with its own step count (a one-element i64 view of the
+    /// group's counts, on their device, advanced by the kernels), and the
+    /// found-inf flag of step_unless (else undefined). The rules pass them
+    /// on as kernels::UpdateTensors::steps and found_inf.
     struct Batch {
-        std::vector<Tensor> params, grads, state1, state2, copies;
-        int64_t step = 1;      ///< 1-based step of these parameters, this update included
-        bool first = true;     ///< their state is fresh (no update yet)
+        std::vector<Tensor> params, grads, state1, state2, copies, steps;
+        Tensor found_inf;
     };
     /// Applies the rule to one batch of one group.
     virtual void update(const Hyper& h, const Batch& b) = 0;
@@ -133,13 +147,21 @@ protected:
 private:
     struct State {
         Tensor buffer1, buffer2;  // undefined until the first update
-        int64_t steps = 0;
     };
     void check_groups() const;
+    void run_step(const Tensor& found_inf);
+    // Each parameter's applied steps, read back to the host (a sync on CUDA).
+    std::vector<int64_t> param_steps(size_t group) const;
 
     std::vector<ParamGroup> groups_;
     std::vector<std::vector<State>> state_;  // per group, per parameter
-    int64_t steps_ = 0;
+    // Per group: each parameter's applied steps, an i64 tensor [n] on the
+    // group's device (undefined until the first step: all 0), advanced by the
+    // update kernels unless they skip.
+    std::vector<Tensor> counts_;
+    int64_t calls_ = 0;      // step() and step_unless() calls
+    int64_t skipped_ = 0;    // skipped steps known on the host (restored by load)
+    Tensor skipped_flags_;   // + Σ of step_unless's flags: f32 [1] on their device
 };
 
 /// Two groups of a module's parameters that require grad: those with weight

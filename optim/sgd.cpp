@@ -29,9 +29,12 @@ SGD::SGD(std::vector<GroupSpec> groups, const SGDOptions& o)
     : Optimizer(std::move(groups), sgd_hyper(o)) {}
 
 void SGD::update(const Hyper& h, const Batch& b) {
-    kernels::UpdateTensors t{b.params, b.grads, b.state1, {}, b.copies, stochastic_, seed_,
-                             uint64_t(steps())};
-    kernels::sgd_update(t, {h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, b.first});
+    const kernels::UpdateTensors t{b.params,    b.grads, b.state1,
+                                   {},          b.copies, stochastic_,
+                                   seed_,       uint64_t(step_calls()), b.steps,
+                                   b.found_inf};
+    // `first` comes from each parameter's own step count (b.steps).
+    kernels::sgd_update(t, {h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, true});
 }
 
 }  // namespace ember::optim

@@ -1,6 +1,6 @@
 // An optimizer's state in and out: named tensors for the buffers, a small JSON
-// for everything else (name, steps, each parameter's step, the groups'
-// hyper-parameters), and one safetensors file holding both. Loading checks
+// for everything else (name, steps, step calls, each parameter's step — read
+// back from the device counts, a sync on CUDA —, the groups' hyper-parameters), and one safetensors file holding both. Loading checks
 // everything against the optimizer before it changes anything.
 #include <nlohmann/json.hpp>
 
@@ -8,6 +8,7 @@
 #include <map>
 
 #include "kernels/copy.h"
+#include "kernels/factories.h"
 #include "kernels/front.h"
 #include "nn/safetensors.h"
 #include "optim/optimizer.h"
@@ -72,12 +73,17 @@ Hyper parse_hyper(const json& o) {
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
     std::vector<std::pair<std::string, Tensor>> out;
-    for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        // Buffers of parameters that never took a step (made at a skipped
+        // first step: zeros) are not state.
+        const std::vector<int64_t> counts = param_steps(gi);
         for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+            if (counts[i] == 0) continue;
             const State& s = state_[gi][i];
             if (s.buffer1.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(0)), s.buffer1);
             if (s.buffer2.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(1)), s.buffer2);
         }
+    }
     return out;
 }
 
@@ -85,8 +91,9 @@ std::string Optimizer::state_json() const {
     json groups = json::array();
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         json steps = json::array(), shapes = json::array();
+        const std::vector<int64_t> counts = param_steps(gi);
         for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-            steps.push_back(state_[gi][i].steps);
+            steps.push_back(counts[i]);
             shapes.push_back(groups_[gi].params[i].shape());
         }
         groups.push_back({{"hyper", hyper_json(groups_[gi].hyper)},
@@ -94,7 +101,8 @@ std::string Optimizer::state_json() const {
                           {"shapes", shapes}});
     }
     return json{{"optimizer", name()},
-                {"steps", steps_},
+                {"steps", steps()},
+                {"step_calls", calls_},
                 {"stochastic_rounding", stochastic_},
                 {"seed", seed_},
                 {"groups", groups}}
@@ -114,6 +122,10 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
     EMBER_CHECK(j["optimizer"].get<std::string>() == name(), "optimizer state: saved by ",
                 j["optimizer"].get<std::string>(), ", cannot be loaded into ", name());
     const int64_t steps = int64_t(number(j, "steps", 0, 9e15));
+    // Absent in states saved before skipped steps were counted on the device.
+    const int64_t calls = j.contains("step_calls") ? int64_t(number(j, "step_calls", 0, 9e15)) : steps;
+    EMBER_CHECK(calls >= steps, "optimizer state: 'step_calls' = ", calls, " is below 'steps' = ",
+                steps);
     const bool stochastic = boolean(j, "stochastic_rounding");
     EMBER_CHECK(j.contains("seed") && j["seed"].is_number_unsigned(),
                 "optimizer state: 'seed' is missing or not an unsigned integer");
@@ -129,6 +141,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
     }
     std::vector<Hyper> hypers;
     std::vector<std::vector<State>> state(groups_.size());
+    std::vector<Tensor> counts(groups_.size());
     size_t used = 0;
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         const json& g = j["groups"][gi];
@@ -141,14 +154,15 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
                     " has ", g["param_steps"].size(), " parameters saved but ", params.size(),
                     " here");
         const int nbuf = buffers(hypers.back());
+        std::vector<int64_t> group_steps;
         for (size_t i = 0; i < params.size(); ++i) {
             const json& st = g["param_steps"][i];
             EMBER_CHECK(st.is_number_integer() && st.get<int64_t>() >= 0 &&
                             st.get<int64_t>() <= steps,
                         "optimizer state: group ", gi, " parameter ", i, " has a bad step count");
             State s;
-            s.steps = st.get<int64_t>();
-            for (int k = 0; k < nbuf && s.steps > 0; ++k) {
+            group_steps.push_back(st.get<int64_t>());
+            for (int k = 0; k < nbuf && group_steps.back() > 0; ++k) {
                 const std::string key = buffer_key(gi, i, buffer_name(k));
                 const auto it = by_name.find(key);
                 EMBER_CHECK(it != by_name.end(), "optimizer state: tensor '", key, "' is missing");
@@ -165,13 +179,20 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
             }
             state[gi].push_back(std::move(s));
         }
+        // On the group's device; step() moves it to where the parameters are.
+        if (!params.empty())
+            counts[gi] = from_vector<int64_t>(group_steps, {int64_t(group_steps.size())})
+                             .to(params[0].device());
     }
     EMBER_CHECK(used == tensors.size(), "optimizer state: ", tensors.size() - used,
                 " tensor(s) do not belong to any parameter with a step");
     // Every check passed: commit.
     for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].hyper = hypers[gi];
     state_ = std::move(state);
-    steps_ = steps;
+    counts_ = std::move(counts);
+    calls_ = calls;
+    skipped_ = calls - steps;
+    skipped_flags_ = Tensor();
     stochastic_ = stochastic;
     seed_ = seed;
 }

@@ -28,6 +28,14 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+/// relu(batch_norm(...)) as one op when training: the fused kernels of
+/// kernels/norm.h (batch_norm_relu_forward / _backward), which save x and the
+/// output and never materialize the pre-ReLU value or the masked gradient;
+/// equal to batch_norm followed by relu bit for bit on the CPU. In eval mode
+/// it is batch_norm (running statistics) followed by relu.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 /// Layer norm over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

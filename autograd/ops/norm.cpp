@@ -1,5 +1,5 @@
-// Differentiable batch norm, layer norm and dropout over the fused kernels
-// in kernels/norm.h and kernels/dropout.h.
+// Differentiable batch norm (and batch norm + ReLU), layer norm and dropout
+// over the fused kernels in kernels/norm.h and kernels/dropout.h.
 #include "autograd/autocast.h"
 #include "autograd/checkpoint.h"
 #include "autograd/graph.h"
@@ -75,6 +75,33 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
         node->backward = [x = node->save(x), w = node->save(weight), m = node->save(f.save_mean),
                           s = node->save(f.save_invstd), need](const TensorList& g) {
             k::NormGrads d = k::batch_norm_backward(g[0], x, w, m, s, need);
+            return TensorList{d.input, d.weight, d.bias};
+        };
+        autograd::set_history(node, f.output);
+    }
+    return f.output;
+}
+
+Tensor batch_norm_relu(const Tensor& x0, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+    if (!training)
+        return relu(batch_norm(x0, running_mean, running_var, weight, bias, false, momentum, eps));
+    // batch_norm's autocast policy (f32): the same statistics, the same kernel.
+    const Tensor x = amp::cast_input("batch_norm", x0);
+    const bool update = !autograd::is_recomputing();  // as batch_norm
+    k::BatchNormForward f =
+        k::batch_norm_relu_forward(x, weight, bias, update ? running_mean : Tensor(),
+                                   update ? running_var : Tensor(), momentum, eps);
+    if (auto node = autograd::make_node("batch_norm_relu", {x, weight, bias})) {
+        const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
+                                          node->needs_input_grad(2)};
+        // Saves x (the statistics' input) and y (the ReLU's mask): what
+        // batch_norm then relu would save, minus the pre-ReLU tensor.
+        node->backward = [x = node->save(x), y = node->save(f.output), w = node->save(weight),
+                          m = node->save(f.save_mean), s = node->save(f.save_invstd),
+                          need](const TensorList& g) {
+            k::NormGrads d = k::batch_norm_relu_backward(g[0], y, x, w, m, s, need);
             return TensorList{d.input, d.weight, d.bias};
         };
         autograd::set_history(node, f.output);

@@ -1,4 +1,5 @@
-// CPU batch norm (training, eval, backward) and layer norm (forward, backward).
+// CPU batch norm (training, eval, backward; training forward and backward
+// optionally fused with a ReLU) and layer norm (forward, backward).
 //
 // Math:  docs/normalization.md. Statistics in f64, two passes (the mean, then
 //        the squared deviations); elementwise passes in the accumulation type
@@ -6,14 +7,19 @@
 // Cost:  batch norm forward reads x three times and writes y (4·numel·sizeof(T)
 //        bytes), backward reads x and g twice and writes the gradient; layer
 //        norm reads each row twice from the cache. A few FLOPs per element:
-//        memory-bound. Deterministic: every sum has an order fixed by the shape
-//        (Note [Deterministic channel sums]). Test: tests/kernels/test_norm.cpp.
+//        memory-bound. The fused ReLU costs nothing in the forward and one
+//        more read (the output y) per backward pass, and saves relu's own
+//        passes (2·numel forward, 3·numel backward). Deterministic: every
+//        sum has an order fixed by the shape (Note [Deterministic channel
+//        sums]). Test: tests/kernels/test_norm.cpp.
 #include "kernels/cpu/norm.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/loop.h"
@@ -68,7 +74,10 @@ struct Sums {
 inline constexpr int64_t kPlaneSplit = 16;
 
 template <class F>
-Sums plane_sum(int64_t base, int64_t c, int64_t S, const F& term) {
+Sums plane_sum(int64_t base, int64_t c, int64_t S, const F& term_ref) {
+    // A local copy: its captured pointers are then loop invariants, and GCC
+    // loads contiguous vectors instead of gathering through the reference.
+    const F term = term_ref;
     double a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
     for (int64_t s = 0; s < S; ++s) {
@@ -112,8 +121,17 @@ std::vector<Sums> channel_sums(int64_t N, int64_t C, int64_t S, const F& term) {
 // backwards only have the saved f32 mean; their x̂ carries that rounding, as
 // PyTorch's f32 kernels do.)
 
-// y = (x − shift[c])·scale[c] + bias[c] over [N, C, S] (Note [Subtracting the mean in f64]).
+// max(v, 0) on a value already rounded to T, as relu(batch_norm(x)) sees it
+// (Note [Fused batch norm + ReLU] in kernels/norm.h): −0 and NaN pass.
 template <class T>
+inline T relu_rounded(T v) {
+    using A = math::Acc<T>;
+    return cast<A>(v) < A(0) ? cast<T>(A(0)) : v;
+}
+
+// y = (x − shift[c])·scale[c] + bias[c] over [N, C, S] (Note [Subtracting the
+// mean in f64]); then max(y, 0) when kRelu.
+template <bool kRelu, class T>
 void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
                    const std::vector<double>& shift, const std::vector<double>& scale,
                    const std::vector<double>& bias) {
@@ -126,14 +144,20 @@ void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
         const T* xp = x + p * S;
         T* yp = y + p * S;
 #pragma omp simd
-        for (int64_t s = 0; s < S; ++s) yp[s] = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
+        for (int64_t s = 0; s < S; ++s) {
+            const T v = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
+            if constexpr (kRelu)
+                yp[s] = relu_rounded(v);
+            else
+                yp[s] = v;
+        }
     }
 }
 
 template <class T>
 void bn_forward_impl(const View& out, const View& save_mean, const View& save_invstd,
                      const View& xv, const View& weight, const View& bias, const View& running_mean,
-                     const View& running_var, double momentum, double eps) {
+                     const View& running_var, double momentum, double eps, bool relu) {
     using A = math::Acc<T>;
     const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
     const T* x = xv.ptr<const T>();
@@ -167,23 +191,47 @@ void bn_forward_impl(const View& out, const View& save_mean, const View& save_in
     }
     std::vector<double> scale = read_vector(weight, C, 1);
     for (size_t c = 0; c < size_t(C); ++c) scale[c] *= invstd[c];
-    affine_planes(out.ptr<T>(), x, N, C, S, mean, scale, read_vector(bias, C, 0));
+    const std::vector<double> b = read_vector(bias, C, 0);
+    if (relu)
+        affine_planes<true>(out.ptr<T>(), x, N, C, S, mean, scale, b);
+    else
+        affine_planes<false>(out.ptr<T>(), x, N, C, S, mean, scale, b);
 }
 
-template <class T>
+// Element i of the gradient reaching batch norm: g, or with kRelu (the fused
+// op) g where the output y > 0 and +0 elsewhere, exactly the value
+// relu_backward would have stored (Note [Fused batch norm + ReLU]). The mask
+// is a bitwise AND rather than a select: with a select, GCC 12 compiled the
+// sums' loop differently and Σ g·(x − mean) came out one bit off the unfused
+// op's; the AND keeps its arithmetic and vectorizes as a zero-masked load.
+template <bool kRelu, class T>
+inline math::Acc<T> grad_at(const T* g, const T* y, int64_t i) {
+    using A = math::Acc<T>;
+    const A gi = cast<A>(g[i]);
+    if constexpr (kRelu) {
+        using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
+        const Bits keep = Bits(0) - Bits(cast<A>(y[i]) > A(0));  // all ones or 0
+        return std::bit_cast<A>(Bits(std::bit_cast<Bits>(gi) & keep));
+    } else {
+        return gi;
+    }
+}
+
+template <bool kRelu, class T>
 void bn_backward_impl(const View& grad_input, const View& grad_weight, const View& grad_bias,
                       const View& gv, const View& xv, const View& weight, const View& save_mean,
-                      const View& save_invstd) {
+                      const View& save_invstd, const View& yv) {
     using A = math::Acc<T>;
     const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
     const T* x = xv.ptr<const T>();
     const T* g = gv.ptr<const T>();
+    const T* y = kRelu ? yv.ptr<const T>() : nullptr;
     const std::vector<double> mean = read_vector(save_mean, C, 0),
                               invstd = read_vector(save_invstd, C, 0);
     const double* mp = mean.data();
     // a: Σ g, b: Σ g·(x − mean); Σ g·x̂ = invstd·b.
-    const std::vector<Sums> s = channel_sums(N, C, S, [x, g, mp](int64_t c, int64_t i) {
-        const double gi = double(cast<A>(g[i]));
+    const std::vector<Sums> s = channel_sums(N, C, S, [x, g, y, mp](int64_t c, int64_t i) {
+        const double gi = double(grad_at<kRelu>(g, y, i));
         return Sums{gi, gi * (double(cast<A>(x[i])) - mp[c])};
     });
     std::vector<double> gw(static_cast<size_t>(C)), gb(static_cast<size_t>(C));
@@ -209,7 +257,8 @@ void bn_backward_impl(const View& grad_input, const View& grad_weight, const Vie
         const size_t c = size_t(p % C);
 #pragma omp simd
         for (int64_t i = p * S; i < (p + 1) * S; ++i)
-            gx[i] = cast<T>(k[c] * cast<A>(g[i]) + k0[c] + k1[c] * (cast<A>(x[i]) - m[c]));
+            gx[i] =
+                cast<T>(k[c] * grad_at<kRelu>(g, y, i) + k0[c] + k1[c] * (cast<A>(x[i]) - m[c]));
     }
 }
 
@@ -323,13 +372,13 @@ void batch_norm_forward(const BatchNormArgs& a) {
     visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
         bn_forward_impl<typename decltype(tag)::type>(a.out, a.save_mean, a.save_invstd, x,
                                                       a.weight, a.bias, a.running_mean,
-                                                      a.running_var, a.momentum, a.eps);
+                                                      a.running_var, a.momentum, a.eps, a.relu);
     });
 }
 
 void batch_norm_inference(const BatchNormArgs& a) {
     const View &x = a.x, &out = a.out;
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous());
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous() && !a.relu);
     const int64_t C = x.shape[1];
     const std::vector<double> mean = read_vector(a.running_mean, C, 0);
     std::vector<double> scale = read_vector(a.weight, C, 1);
@@ -338,18 +387,25 @@ void batch_norm_inference(const BatchNormArgs& a) {
     const std::vector<double> b = read_vector(a.bias, C, 0);
     visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        affine_planes(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean, scale, b);
+        affine_planes<false>(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean, scale,
+                             b);
     });
 }
 
 void batch_norm_backward(const BatchNormBackwardArgs& a) {
     const View& x = a.x;
+    const bool relu = a.relu_out.data != nullptr;
     EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.grad_y.is_contiguous() &&
-                          a.grad_y.dtype == x.dtype);
+                          a.grad_y.dtype == x.dtype &&
+                          (!relu || (a.relu_out.is_contiguous() && a.relu_out.dtype == x.dtype)));
     visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
-        bn_backward_impl<typename decltype(tag)::type>(a.grad_input, a.grad_weight, a.grad_bias,
-                                                       a.grad_y, x, a.weight, a.save_mean,
-                                                       a.save_invstd);
+        using T = typename decltype(tag)::type;
+        if (relu)
+            bn_backward_impl<true, T>(a.grad_input, a.grad_weight, a.grad_bias, a.grad_y, x,
+                                      a.weight, a.save_mean, a.save_invstd, a.relu_out);
+        else
+            bn_backward_impl<false, T>(a.grad_input, a.grad_weight, a.grad_bias, a.grad_y, x,
+                                       a.weight, a.save_mean, a.save_invstd, a.relu_out);
     });
 }
 

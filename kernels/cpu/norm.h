@@ -8,14 +8,15 @@
 namespace ember::kernels::cpu {
 
 /// out = (x − mean)·invstd·w + b with the batch mean and biased variance of
-/// each channel; writes save_mean and save_invstd and updates the running
-/// statistics when present.
+/// each channel (then max(out, 0) when a.relu); writes save_mean and
+/// save_invstd and updates the running statistics when present.
 void batch_norm_forward(const BatchNormArgs& a);
 
 /// out = (x − running_mean) / sqrt(running_var + eps)·w + b.
 void batch_norm_inference(const BatchNormArgs& a);
 
-/// Training-mode gradients of batch norm.
+/// Training-mode gradients of batch norm (of the fused batch norm + ReLU when
+/// a.relu_out is present).
 void batch_norm_backward(const BatchNormBackwardArgs& a);
 
 /// Per row of x [R, M]: out = (x − mean)·rstd·w + b; writes mean and rstd [R].

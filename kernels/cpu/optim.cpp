@@ -1,12 +1,13 @@
 // CPU fused multi-tensor updates (Note [Multi-tensor updates] in
 // kernels/optim.h): Adam/AdamW, SGD, LAMB, LARS, the global norm, clipping and
-// the loss scaler's unscale pass. Each walks the chunk table with OpenMP; the
+// the loss scaler's unscale pass and scale update. Each walks the chunk table with OpenMP; the
 // element math is kernels/optim_math.h, shared with the CUDA kernels.
 // Bytes per f32 parameter: Adam 28 (p, g, m, v read; p, m, v written), SGD
 // with momentum 20, LAMB 44 (two passes: the norms need the whole tensor),
 // LARS 32; +2 per element for a bf16/f16 copy. FLOPs: ~10 per element.
 // Deterministic: bit-identical for any thread count.
-// Test: tests/optim/test_fused.cpp; benchmark: bench/optim.cpp.
+// Test: tests/optim/test_optimizers.cpp, tests/optim/test_optim_state.cpp,
+// tests/optim/test_amp.cpp; benchmark: bench/optim.cpp.
 #include "kernels/cpu/optim.h"
 
 #include <omp.h>
@@ -95,23 +96,38 @@ std::vector<double> sums_of_squares(const UpdateList& l, Pick pick) {
     return sums;
 }
 
+// The update is skipped: the found-inf flag is set (Note [Device step counts]).
+bool skipped(const UpdateList& l) { return l.found_inf != nullptr && *l.found_inf != 0; }
+
+// The step of slot t: its own count + 1, or the Args' step.
+int64_t step_of(const UpdateSlot& t, int64_t args_step) { return t.step ? *t.step + 1 : args_step; }
+
+// After an applied update: every slot's own step count + 1.
+void advance_steps(const UpdateList& l) {
+    for (const UpdateSlot& t : l.slots)
+        if (t.step) ++*t.step;
+}
+
 }  // namespace
 
 void adam_update(const UpdateList& l, const AdamArgs& a) {
+    if (skipped(l)) return;
     visit_signature(l, "adam_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const double bc1 = 1 - std::pow(a.beta1, double(a.step));
-        const double bc2 = 1 - std::pow(a.beta2, double(a.step));
-        const math::AdamScalars<A> s{A(a.beta1),
-                                     A(a.beta2),
-                                     A(a.eps),
-                                     A(a.lr / bc1),
-                                     A(1 / std::sqrt(bc2)),
-                                     A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
-                                     A(a.decoupled ? 0 : a.weight_decay)};
+        const math::AdamScalars<A> s0{A(a.beta1),
+                                      A(a.beta2),
+                                      A(a.eps),
+                                      A(0),  // step_size, inv_bc2_sqrt: per slot's step
+                                      A(0),
+                                      A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
+                                      A(a.decoupled ? 0 : a.weight_decay)};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
+            const int64_t step = step_of(t, a.step);
+            math::AdamScalars<A> s = s0;
+            s.step_size = A(a.lr / math::bias_correction(a.beta1, step));
+            s.inv_bc2_sqrt = A(1 / std::sqrt(math::bias_correction(a.beta2, step)));
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict m = static_cast<A*>(t.state1);
@@ -124,16 +140,20 @@ void adam_update(const UpdateList& l, const AdamArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
+    advance_steps(l);
 }
 
 void sgd_update(const UpdateList& l, const SgdArgs& a) {
+    if (skipped(l)) return;
     visit_signature(l, "sgd_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const math::SgdScalars<A> s{A(a.lr), A(a.momentum), A(a.dampening), A(a.weight_decay),
-                                    a.nesterov, a.first};
+        const math::SgdScalars<A> s0{A(a.lr), A(a.momentum), A(a.dampening), A(a.weight_decay),
+                                     a.nesterov, a.first};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
+            math::SgdScalars<A> s = s0;
+            if (t.step) s.first = *t.step == 0;
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict buf = static_cast<A*>(t.state1);  // null without momentum
@@ -153,16 +173,23 @@ void sgd_update(const UpdateList& l, const SgdArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
+    advance_steps(l);
 }
 
 void lamb_update(const UpdateList& l, const LambArgs& a) {
+    if (skipped(l)) return;
     visit_signature(l, "lamb_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         const A b1(a.beta1), b2(a.beta2), eps(a.eps), wd(a.weight_decay);
-        const A inv_bc1 = A(1 / (1 - std::pow(a.beta1, double(a.step))));
-        const A inv_bc2_sqrt = A(1 / std::sqrt(1 - std::pow(a.beta2, double(a.step))));
+        // The bias corrections of each slot's step.
+        std::vector<A> bc1_of(l.slots.size()), bc2_of(l.slots.size());
+        for (size_t k = 0; k < l.slots.size(); ++k) {
+            const int64_t step = step_of(l.slots[k], a.step);
+            bc1_of[k] = A(1 / math::bias_correction(a.beta1, step));
+            bc2_of[k] = A(1 / std::sqrt(math::bias_correction(a.beta2, step)));
+        }
         // Pass 1: the moments, and Σ p² and Σ r² per tensor (r: the update direction).
         std::vector<double> part_p(l.chunks.size()), part_r(l.chunks.size());
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
@@ -170,6 +197,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             const G* g = static_cast<const G*>(t.grad);
             A* m = static_cast<A*>(t.state1);
             A* v = static_cast<A*>(t.state2);
+            const A inv_bc1 = bc1_of[size_t(c.tensor)], inv_bc2_sqrt = bc2_of[size_t(c.tensor)];
             double sp = 0, sr = 0;
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 const A x = cast<A>(p[i]), gi = cast<A>(g[i]);
@@ -196,6 +224,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             const A* m = static_cast<const A*>(t.state1);
             const A* v = static_cast<const A*>(t.state2);
             const A lr_trust = step[size_t(c.tensor)];
+            const A inv_bc1 = bc1_of[size_t(c.tensor)], inv_bc2_sqrt = bc2_of[size_t(c.tensor)];
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 A x = cast<A>(p[i]);
                 const A r = math::adam_direction(m[i], v[i], inv_bc1, inv_bc2_sqrt, eps) + wd * x;
@@ -205,9 +234,11 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
+    advance_steps(l);
 }
 
 void lars_update(const UpdateList& l, const LarsArgs& a) {
+    if (skipped(l)) return;
     visit_signature(l, "lars_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
@@ -229,7 +260,8 @@ void lars_update(const UpdateList& l, const LarsArgs& a) {
             const G* g = static_cast<const G*>(t.grad);
             A* buf = static_cast<A*>(t.state1);
             const A rate = local[size_t(c.tensor)];
-            const A keep = a.first ? A(0) : mu;  // the buffer starts at 0
+            const bool first = t.step ? *t.step == 0 : a.first;
+            const A keep = first ? A(0) : mu;  // the buffer starts at 0
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 A x = cast<A>(p[i]);
                 const A d = rate * (cast<A>(g[i]) + decay * x);
@@ -240,6 +272,7 @@ void lars_update(const UpdateList& l, const LarsArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
+    advance_steps(l);
 }
 
 double sum_squares(const UpdateList& l) {
@@ -272,6 +305,11 @@ void scale(const UpdateList& l, double factor, float* found_inf) {
             for (unsigned char b : bad)
                 if (b) *found_inf = 1.0f;
     });
+}
+
+void update_scale(float* scale, float* found_inf, int64_t* counters, double growth,
+                  double backoff, int64_t interval) {
+    math::update_scale(*scale, *found_inf, counters[0], counters[1], growth, backoff, interval);
 }
 
 }  // namespace ember::kernels::cpu

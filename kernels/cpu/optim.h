@@ -19,10 +19,19 @@ void lamb_update(const UpdateList& l, const LambArgs& a);
 /// LARS (state1 = momentum buffer).
 void lars_update(const UpdateList& l, const LarsArgs& a);
 
+// With l.found_inf set (nonzero) the updates return at once; otherwise each
+// slot with a step count uses it (t = count + 1) and advances it
+// (Note [Device step counts] in kernels/optim.h).
+
 /// Σ x² over every slot's `param` buffer, in f64 (chunk partials in order).
 double sum_squares(const UpdateList& l);
 /// Every slot's `param` buffer *= factor; when found_inf is not null, sets
 /// *found_inf = 1 if an element was inf or NaN before scaling.
 void scale(const UpdateList& l, double factor, float* found_inf);
+
+/// kernels::update_scale_'s rule on host memory: scale[0], found_inf[0] and
+/// counters[0..1] = {growth tracker, skipped steps}.
+void update_scale(float* scale, float* found_inf, int64_t* counters, double growth,
+                  double backoff, int64_t interval);
 
 }  // namespace ember::kernels::cpu

@@ -1,5 +1,7 @@
 // CUDA batch norm: training forward (statistics, running-stat update, apply),
-// eval, and backward. CPU twin: kernels/cpu/norm.cpp; math: docs/normalization.md.
+// eval, and backward; the training forward and backward optionally fused
+// with a ReLU (Note [Fused batch norm + ReLU] in kernels/norm.h). CPU twin:
+// kernels/cpu/norm.cpp; math: docs/normalization.md.
 //
 // Math:  per-channel statistics by Welford (mean, m2, count) per thread,
 //        merged with Chan's formula, and plain sums for the backward, in
@@ -7,8 +9,10 @@
 //        f64; per-channel constants in f64 from those, rounded once; the
 //        elementwise pass evaluates the CPU's formulas in Acc<T>.
 // Bytes: forward reads x twice and writes y (3·numel·sizeof(T)); backward
-//        reads x and g twice and writes grad_input (5·numel·sizeof(T)). About
-//        10 FLOPs per element: memory-bound.
+//        reads x and g twice and writes grad_input (5·numel·sizeof(T)); the
+//        fused ReLU's backward also reads y in both passes (7·numel·sizeof(T),
+//        against 8 for relu_backward then batch norm's). About 10 FLOPs per
+//        element: memory-bound.
 // Launch: plans in kernels/cuda/norm_plan.h: a 256-thread block per channel,
 //        or `splits` blocks per channel writing partials and an ordered
 //        combine pass (few channels, many values each); one thread finishes
@@ -77,14 +81,26 @@ struct BnForwardStats {
     }
 };
 
-// Backward sums: a = Σ g, b = Σ g·(x − mean); Σ g·x̂ = invstd·b.
-template <class T>
+// The gradient reaching batch norm: g, or with kRelu (the fused op) g where
+// the forward's output y > 0 and 0 elsewhere.
+template <bool kRelu, class T>
+__device__ __forceinline__ Acc<T> masked_grad(T g, T y) {
+    if constexpr (kRelu)
+        return load(y) > Acc<T>(0) ? load(g) : Acc<T>(0);
+    else
+        return load(g);
+}
+
+// Backward sums: a = Σ g, b = Σ g·(x − mean); Σ g·x̂ = invstd·b (g masked
+// by y > 0 when kRelu).
+template <class T, bool kRelu>
 struct BnBackwardSums {
     using A = Acc<T>;
     using State = Sums2<A>;
     using Merge = AddSums;
     const T* x;
     const T* g;
+    const T* y;  // the fused forward's output (kRelu only)
     const A* mean;
     const A* invstd;
     Vec weight, grad_weight, grad_bias;
@@ -94,7 +110,7 @@ struct BnBackwardSums {
     __device__ State identity() const { return {A(0), A(0)}; }
     __device__ A channel(int64_t c) const { return mean[c]; }
     __device__ State add(const State& s, int64_t i, A m) const {
-        const A gi = load(g[i]);
+        const A gi = masked_grad<kRelu>(g[i], kRelu ? y[i] : g[i]);
         return {s.a + gi, s.b + gi * (load(x[i]) - m)};
     }
     __device__ void finish(int64_t c, const State& s) const {
@@ -161,55 +177,95 @@ void reduce_channels(const ChannelPlan& p, const Op& op, StreamRef stream) {
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class T, bool kGrad>
-__device__ __forceinline__ T bn_apply_one(const ChannelConsts<Acc<T>>& q, T x, T g) {
-    if constexpr (kGrad)
-        return cast<T>(q.k * load(g) + q.b + q.k1 * (load(x) - q.m));
-    else
-        return cast<T>((load(x) - q.m) * q.k + q.b);
+// One element of the elementwise pass. Forward: (x − m)·k + b, rounded to T,
+// then max(·, 0) when kRelu (on the rounded value: −0 and NaN pass, as
+// relu(batch_norm(x)) gives). Backward: k·g' + b + k1·(x − m), g' = g masked
+// by y > 0 when kRelu.
+template <class T, bool kGrad, bool kRelu>
+__device__ __forceinline__ T bn_apply_one(const ChannelConsts<Acc<T>>& q, T x, T g, T y) {
+    using A = Acc<T>;
+    if constexpr (kGrad) {
+        return cast<T>(q.k * masked_grad<kRelu>(g, y) + q.b + q.k1 * (load(x) - q.m));
+    } else {
+        const T v = cast<T>((load(x) - q.m) * q.k + q.b);
+        if constexpr (kRelu) return load(v) < A(0) ? cast<T>(A(0)) : v;
+        return v;
+    }
 }
 
 // The elementwise pass over a contiguous [N, C, S] of n elements: K elements
-// per step (one 16-byte load when K > 1), one division per step.
-template <class T, int K, bool kGrad>
+// per step (one 16-byte load per operand when K > 1), one division per step.
+// g: the backward's gradient; y: the fused backward's forward output.
+template <class T, int K, bool kGrad, bool kRelu>
 __global__ void bn_apply_kernel(int64_t n, int64_t C, int64_t S,
                                 const ChannelConsts<Acc<T>>* __restrict__ consts, T* out,
-                                const T* x, const T* g) {
+                                const T* x, const T* g, const T* y) {
+    constexpr bool kReadY = kGrad && kRelu;
     const int64_t vecs = (n + K - 1) / K, stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vecs; v += stride) {
         const int64_t i0 = v * K;
         ChannelWalk w = ChannelWalk::at(i0, C, S);
         if (i0 + K <= n) {
             const Pack<T, K> xp = reinterpret_cast<const Pack<T, K>*>(x)[v];
-            Pack<T, K> gp = xp, o;
+            Pack<T, K> gp = xp, yp = xp, o;
             if constexpr (kGrad) gp = reinterpret_cast<const Pack<T, K>*>(g)[v];
+            if constexpr (kReadY) yp = reinterpret_cast<const Pack<T, K>*>(y)[v];
 #pragma unroll
             for (int k = 0; k < K; ++k) {
-                o.v[k] = bn_apply_one<T, kGrad>(consts[w.c], xp.v[k], gp.v[k]);
+                o.v[k] = bn_apply_one<T, kGrad, kRelu>(consts[w.c], xp.v[k], gp.v[k], yp.v[k]);
                 w.next(C, S);
             }
             reinterpret_cast<Pack<T, K>*>(out)[v] = o;
         } else {
             for (int64_t i = i0; i < n; ++i, w.next(C, S))
-                out[i] = bn_apply_one<T, kGrad>(consts[w.c], x[i], kGrad ? g[i] : x[i]);
+                out[i] = bn_apply_one<T, kGrad, kRelu>(consts[w.c], x[i], kGrad ? g[i] : x[i],
+                                                       kReadY ? y[i] : x[i]);
         }
     }
 }
 
-template <class T, bool kGrad>
+template <class T, bool kGrad, bool kRelu>
 void bn_apply(int64_t N, int64_t C, int64_t S, const ChannelConsts<Acc<T>>* consts, T* out,
-              const T* x, const T* g, StreamRef stream) {
+              const T* x, const T* g, const T* y, StreamRef stream) {
     const int64_t n = N * C * S;
     constexpr int K = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) > 8 ? 8 : int(16 / sizeof(T));
     const bool vec = detail::aligned_for<K, T>(out) && detail::aligned_for<K, T>(x) &&
-                     (!kGrad || detail::aligned_for<K, T>(g));
+                     (!kGrad || detail::aligned_for<K, T>(g)) &&
+                     (!(kGrad && kRelu) || detail::aligned_for<K, T>(y));
     if (vec)
-        bn_apply_kernel<T, K, kGrad><<<grid_for((n + K - 1) / K, kMapBlock), kMapBlock, 0,
-                                       stream.handle>>>(n, C, S, consts, out, x, g);
+        bn_apply_kernel<T, K, kGrad, kRelu>
+            <<<grid_for((n + K - 1) / K, kMapBlock), kMapBlock, 0, stream.handle>>>(
+                n, C, S, consts, out, x, g, y);
     else
-        bn_apply_kernel<T, 1, kGrad>
-            <<<grid_for(n, kMapBlock), kMapBlock, 0, stream.handle>>>(n, C, S, consts, out, x, g);
+        bn_apply_kernel<T, 1, kGrad, kRelu><<<grid_for(n, kMapBlock), kMapBlock, 0,
+                                              stream.handle>>>(n, C, S, consts, out, x, g, y);
     EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+// The training backward: sums (then the constants), then the apply pass.
+template <class T, bool kRelu>
+void bn_backward(const BatchNormBackwardArgs& a, StreamRef stream) {
+    using A = Acc<T>;
+    const View& x = a.x;
+    const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
+    const bool want_input = a.grad_input.data != nullptr;
+    const T* y = kRelu ? a.relu_out.ptr<const T>() : nullptr;
+    const Workspace consts(stream, want_input ? size_t(C) * sizeof(ChannelConsts<A>) : 0);
+    ChannelConsts<A>* k = want_input ? consts.as<ChannelConsts<A>>() : nullptr;
+    const BnBackwardSums<T, kRelu> op{x.ptr<const T>(),
+                                      a.grad_y.ptr<const T>(),
+                                      y,
+                                      a.save_mean.ptr<const A>(),
+                                      a.save_invstd.ptr<const A>(),
+                                      vec_of(a.weight),
+                                      vec_of(a.grad_weight),
+                                      vec_of(a.grad_bias),
+                                      k,
+                                      double(N * S)};
+    reduce_channels(plan_channels(N, C, S), op, stream);
+    if (want_input)
+        bn_apply<T, true, kRelu>(N, C, S, k, a.grad_input.ptr<T>(), x.ptr<const T>(),
+                                 a.grad_y.ptr<const T>(), y, stream);
 }
 
 // Eval constants: scale = w / sqrt(running_var + eps), as the CPU computes it.
@@ -241,14 +297,18 @@ void batch_norm_forward(const BatchNormArgs& a, StreamRef stream) {
                                    a.momentum,              a.eps,
                                    double(N * S)};
         reduce_channels(plan_channels(N, C, S), op, stream);
-        bn_apply<T, false>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
-                           x.ptr<const T>(), nullptr, stream);
+        if (a.relu)
+            bn_apply<T, false, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
+                                     x.ptr<const T>(), nullptr, nullptr, stream);
+        else
+            bn_apply<T, false, false>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
+                                      x.ptr<const T>(), nullptr, nullptr, stream);
     });
 }
 
 void batch_norm_inference(const BatchNormArgs& a, StreamRef stream) {
     const View &x = a.x, &out = a.out;
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous());
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous() && !a.relu);
     const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
     if (x.numel() == 0) return;
     visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
@@ -259,32 +319,26 @@ void batch_norm_inference(const BatchNormArgs& a, StreamRef stream) {
             C, vec_of(a.running_mean), vec_of(a.running_var), vec_of(a.weight), vec_of(a.bias),
             a.eps, consts.as<ChannelConsts<A>>());
         EMBER_CUDA_CHECK(cudaGetLastError());
-        bn_apply<T, false>(N, C, S, consts.as<ChannelConsts<A>>(), out.ptr<T>(), x.ptr<const T>(),
-                           nullptr, stream);
+        bn_apply<T, false, false>(N, C, S, consts.as<ChannelConsts<A>>(), out.ptr<T>(),
+                                  x.ptr<const T>(), nullptr, nullptr, stream);
     });
 }
 
 void batch_norm_backward(const BatchNormBackwardArgs& a, StreamRef stream) {
     const View& x = a.x;
+    const bool relu = a.relu_out.data != nullptr;
     EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.grad_y.is_contiguous() &&
-                          a.grad_y.dtype == x.dtype);
-    const int64_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
-    const bool want_input = a.grad_input.data != nullptr;
-    if (x.numel() == 0 || (!want_input && a.grad_weight.data == nullptr && a.grad_bias.data == nullptr))
+                          a.grad_y.dtype == x.dtype &&
+                          (!relu || (a.relu_out.is_contiguous() && a.relu_out.dtype == x.dtype)));
+    if (x.numel() == 0 || (a.grad_input.data == nullptr && a.grad_weight.data == nullptr &&
+                           a.grad_bias.data == nullptr))
         return;
     visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        using A = Acc<T>;
-        const Workspace consts(stream, want_input ? size_t(C) * sizeof(ChannelConsts<A>) : 0);
-        const BnBackwardSums<T> op{x.ptr<const T>(),          a.grad_y.ptr<const T>(),
-                                   a.save_mean.ptr<const A>(), a.save_invstd.ptr<const A>(),
-                                   vec_of(a.weight),           vec_of(a.grad_weight),
-                                   vec_of(a.grad_bias),        consts.as<ChannelConsts<A>>(),
-                                   double(N * S)};
-        reduce_channels(plan_channels(N, C, S), op, stream);
-        if (want_input)
-            bn_apply<T, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.grad_input.ptr<T>(),
-                              x.ptr<const T>(), a.grad_y.ptr<const T>(), stream);
+        if (relu)
+            bn_backward<T, true>(a, stream);
+        else
+            bn_backward<T, false>(a, stream);
     });
 }
 

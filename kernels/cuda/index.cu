@@ -13,9 +13,13 @@
 //         numel(index)·(3·sizeof(T) + sizeof(I)). FLOPs: numel(index) adds.
 // Launch: gather one thread per output element; scatter_add one thread per
 //         line along dim, adding its len elements in order; grid-stride, 256.
+//         Where every line reads the same index (index_add, embedding's
+//         backward) and lines are few, scatter_add sorts the index instead:
+//         kernels/cuda/index_sorted.cu (Note [Sorted scatter_add], index_plan.h).
 // Determinism: gather writes each element once; scatter_add's lines never
 //         share a target, and each adds in the CPU's order (k ascending):
-//         bit-identical to the CPU, run to run. No atomics but the flag's.
+//         bit-identical to the CPU, run to run (the sorted path too). No
+//         atomics but the flag's.
 // Bad indices: every index a kernel reads is checked against [0, size); a
 //         bad one raises the device error flag (position: its element offset
 //         from the index's first element, the flat position when the index
@@ -23,12 +27,14 @@
 //         at the next synchronization, when the op has finished: gather's
 //         output then has that element unwritten, and scatter_add's self
 //         holds all the valid contributions (the CPU leaves self untouched).
-// perf:   one thread per line gives scatter_add only `lines` threads (an
-//         embedding's backward: D of them, each walking all tokens) — the
-//         price of the CPU's order without float atomics.
+// perf:   one thread per line gives scatter_add only `lines` threads. Where
+//         every line shares the index (embedding's backward: D lines, each
+//         walking all L tokens) and lines are under 32768 with 64+ elements,
+//         the sorted path takes over (a thread per run of equal indices and
+//         line). Left slow: few long lines that each read their own index,
+//         and a value repeated R times — a serial fold of R adds on either
+//         path, as the CPU's order demands without float atomics.
 // Test:   tests/cuda/test_cuda_index.cpp; plans: tests/kernels/test_index_plan.cpp.
-#include <type_traits>
-
 #include "core/cuda_check.h"
 #include "kernels/cuda/index.h"
 #include "kernels/cuda/index_plan.h"
@@ -83,20 +89,6 @@ __global__ void check_kernel(const I* index, OffsetCalc<1> calc, int64_t n, int6
     }
 }
 
-// a + b as the CPU twin adds: Acc<T> for floats (one rounding back to T),
-// modulo 2^bits for integers, `or` for bool.
-template <class T>
-__device__ __forceinline__ T add(T a, T b) {
-    if constexpr (std::is_same_v<T, bool>) {
-        return a || b;
-    } else if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        return T(U(U(a) + U(b)));
-    } else {
-        return math::cast<T>(math::load(a) + math::load(b));
-    }
-}
-
 template <class T, class I>
 __global__ void scatter_add_kernel(T* self, const I* index, const T* src, OffsetCalc<3> calc,
                                    int64_t lines, int64_t len, int64_t is, int64_t ss, int64_t rs,
@@ -112,7 +104,7 @@ __global__ void scatter_add_kernel(T* self, const I* index, const T* src, Offset
                 continue;
             }
             T* dst = self + off[1] + i * ss;
-            *dst = add(*dst, src[off[2] + k * rs]);
+            *dst = scatter_add_step(*dst, src[off[2] + k * rs]);
         }
     }
 }
@@ -179,9 +171,13 @@ void scatter_add(const View& self, const View& index, const View& src, int dim, 
                           dim < index.ndim && self.dtype == src.dtype);
     if (index.numel() == 0) return;
     const ScatterLines s = scatter_lines(self, index, src, dim);
+    const int64_t size = self.shape[dim];
+    if (use_sorted_scatter(s, size)) {  // Note [Sorted scatter_add] (index_plan.h)
+        scatter_add_sorted(self, index, src, dim, s, op, stream);
+        return;
+    }
     const View v[3] = {s.index, s.self, s.src};
     const OffsetCalc<3> calc = calc_of(v);
-    const int64_t size = self.shape[dim];
     const ErrorFlagRef flag = arm(stream, op, size);
     visit_dtype(self.dtype, [&](auto data_tag) {
         using T = typename decltype(data_tag)::type;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/cuda_context.h"
+#include "kernels/cuda/index_plan.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cuda {
@@ -25,5 +26,12 @@ void find_bad_index(const View& index, int64_t size, const char* op, StreamRef s
 /// holds every valid contribution (the CPU leaves self untouched instead).
 void scatter_add(const View& self, const View& index, const View& src, int dim, const char* op,
                  StreamRef stream);
+
+/// scatter_add's path for an index every line reads alike, taken by
+/// scatter_add where use_sorted_scatter(lines, self.shape[dim]) holds
+/// (`lines`: scatter_lines of the same operands; Note [Sorted scatter_add]):
+/// same results, bits and error reports. kernels/cuda/index_sorted.cu.
+void scatter_add_sorted(const View& self, const View& index, const View& src, int dim,
+                        const ScatterLines& lines, const char* op, StreamRef stream);
 
 }  // namespace ember::kernels::cuda

@@ -1,10 +1,17 @@
-// How the CUDA index kernels (kernels/cuda/index.cu) walk their operands,
-// plain C++ so the CPU tests check it (tests/kernels/test_index_plan.cpp):
-// dims coalesced for the offset calculator, and scatter_add's lines along dim.
+// How the CUDA index kernels (kernels/cuda/index.cu, index_sorted.cu) walk
+// their operands, plain C++ so the CPU tests check it
+// (tests/kernels/test_index_plan.cpp): dims coalesced for the offset
+// calculator, scatter_add's lines along dim, when scatter_add sorts a shared
+// index instead, and the one scalar add both scatter_add paths fold with.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
+#include "kernels/math.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cuda {
@@ -85,6 +92,96 @@ inline ScatterLines scatter_lines(const View& self, const View& index, const Vie
     coalesce(v);
     s.index = v[0], s.self = v[1], s.src = v[2];
     return s;
+}
+
+// Note [Sorted scatter_add]
+// When every line reads the same index values (index_add, embedding's
+// backward: a 1-d index spread over the lines), one thread per line leaves
+// the GPU nearly idle: D threads for an embedding [V, D], each walking all L
+// tokens. The sorted path (kernels/cuda/index_sorted.cu) instead sorts the L
+// (key, position) pairs once by key — stable, so equal keys keep ascending
+// positions — and gives each (run of equal keys, line) one thread that folds
+// that run's src elements into self's element in position order: for each
+// target, the same adds in the same order as the CPU, so the same bits. Bad
+// indices get the key `size` (sorted last, skipped). The sort costs a few
+// passes over 8·L bytes: worth it only for long lines, and only where the
+// one-thread-per-line kernel is short of threads.
+
+/// Lines at or above this have threads enough for the one-per-line kernel.
+inline constexpr int64_t kSortedMaxLines = 32768;
+/// Shorter lines are not worth a sort.
+inline constexpr int64_t kSortedMinLen = 64;
+
+/// True when every line of `s` reads the same index elements: the coalesced
+/// index view steps by 0 across lines (or there is one line).
+inline bool index_shared(const ScatterLines& s) {
+    for (int d = 0; d < s.index.ndim; ++d)
+        if (s.index.strides[d] != 0) return false;
+    return true;
+}
+
+/// Whether scatter_add takes the sorted path for lines `s` into a dim of
+/// `size`: the index shared by every line, fewer than kSortedMaxLines lines,
+/// at least kSortedMinLen elements per line, and keys (the sentinel `size`
+/// included) and positions that fit the sort's 32-bit words.
+inline bool use_sorted_scatter(const ScatterLines& s, int64_t size) {
+    return index_shared(s) && s.lines > 0 && s.lines < kSortedMaxLines && s.len >= kSortedMinLen &&
+           s.len <= std::numeric_limits<int32_t>::max() && size >= 0 &&
+           size <= int64_t(std::numeric_limits<uint32_t>::max());
+}
+
+/// The sum kernel's launch (index_sorted.cu): blocks of kSortedBlock
+/// threads, 2^line_shift of them along lines (the lines rounded up to a power
+/// of two, at most the block) and the rest along sorted positions k. Block
+/// (x, y), thread t takes line y·2^line_shift + (t mod 2^line_shift) and
+/// positions x·per_block + t / 2^line_shift, stepping by grid_x·per_block:
+/// no division per position, and a warp reads neighbouring lines of one k.
+inline constexpr int kSortedBlock = 256;
+inline constexpr int64_t kSortedMaxGridX = int64_t(1) << 20;
+
+struct SortedSumLaunch {
+    int line_shift;
+    int64_t per_block, grid_x, grid_y;
+};
+
+inline SortedSumLaunch sorted_sum_launch(int64_t lines, int64_t len,
+                                         int64_t max_grid_x = kSortedMaxGridX) {
+    SortedSumLaunch p;
+    p.line_shift = 0;
+    while ((int64_t(1) << p.line_shift) < lines && (2 << p.line_shift) <= kSortedBlock)
+        ++p.line_shift;
+    const int64_t along = int64_t(1) << p.line_shift;
+    p.per_block = kSortedBlock / along;
+    p.grid_y = (lines + along - 1) / along;
+    p.grid_x = std::max<int64_t>(1, std::min((len + p.per_block - 1) / p.per_block, max_grid_x));
+    return p;
+}
+
+/// The sort key of index value i in a dim of `size`: i itself, or `size`
+/// for a bad one, so it sorts after every valid key and is skipped.
+EMBER_HD inline uint32_t sorted_key(int64_t i, int64_t size) {
+    return uint32_t(i >= 0 && i < size ? i : size);
+}
+
+/// The radix sort's end bit: enough bits for every key up to `size` (at least one).
+inline int sorted_end_bit(int64_t size) {
+    const int bits = int(std::bit_width(uint64_t(size)));
+    return bits > 0 ? bits : 1;
+}
+
+/// a + b as scatter_add adds on the CPU (kernels/cpu/index.cpp) and on the
+/// device: in Acc<T> for floats with one rounding back to T, modulo 2^bits
+/// for integers (no signed overflow), `or` for bool.
+template <class T>
+EMBER_HD inline T scatter_add_step(T a, T b) {
+    if constexpr (std::is_same_v<T, bool>) {
+        return a || b;
+    } else if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return T(U(U(a) + U(b)));
+    } else {
+        return math::cast<T>(math::load(a) + math::load(b));
+    }
 }
 
 }  // namespace ember::kernels::cuda

@@ -1,7 +1,8 @@
 // CUDA fused multi-tensor updates (Note [Multi-tensor updates] in
 // kernels/optim.h): Adam/AdamW, SGD, LAMB and LARS over every tensor of an
 // UpdateList, and the gradient passes around them (global norm, clipping, the
-// loss scaler's unscale with its inf/NaN check) — kernels/cpu/optim.cpp's twin.
+// loss scaler's unscale with its inf/NaN check, its scale update) —
+// kernels/cpu/optim.cpp's twin.
 //
 // Math: the per-element functions of kernels/optim_math.h, the CPU's own, so
 //   the updated parameters, moments and copies (f16, bf16, bf16 stochastic
@@ -24,9 +25,18 @@
 //   pass 1 writes one f64 partial per chunk (block_reduce), a warp per tensor
 //   adds its chunks' partials in chunk order, then the update pass. The
 //   launch table, the chunk walk and the host side: kernels/cuda/optim_launch.cuh.
+// Loss scaling (Note [Device step counts] in kernels/optim.h): each update
+//   block first reads the list's found-inf flag (set: it returns, writing
+//   nothing) and its tensor's own step count, computing the bias corrections
+//   (Adam, LAMB) or the first-step rule (SGD, LARS) from it in f64 — the
+//   host's formulas, CUDA's pow possibly a last place off the host's; after
+//   the passes, advance_steps_kernel (one thread per tensor, up to 2,048
+//   step pointers as its kernel parameter) adds 1 to each count unless the
+//   flag is set. update_scale_kernel: the scaler's rule, one thread.
 // Deterministic: every sum's order depends on the sizes only; no atomics.
 // Test: tests/cuda/test_cuda_optim.cpp; plan: tests/kernels/test_optim_plan.cpp.
 //   Bench: `ember bench optim` (its cuda:0 rows).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -51,12 +61,24 @@ using namespace optim_detail;
 
 // ---- Update kernels: one block per chunk ----
 
+// The Adam hyper-parameters that enter the step-dependent scalars (f64).
+struct AdamStep {
+    double lr, beta1, beta2;
+    int64_t step;  // the host's step, for entries without their own count
+};
+
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    adam_kernel(const __grid_constant__ Launch lp, const math::AdamScalars<Acc<P>> s,
-                const CopyArgs c) {
+    adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamStep st,
+                const CopyArgs c, const float* found_inf) {
     using A = Acc<P>;
+    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
+    if (e.step) {  // kernels/cpu/optim.cpp's adam_update, from the entry's own count
+        const int64_t t = step_of(e, st.step);
+        s.step_size = A(st.lr / math::bias_correction(st.beta1, t));
+        s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(st.beta2, t)));
+    }
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* m = static_cast<A*>(e.state1);
@@ -74,10 +96,12 @@ __global__ void __launch_bounds__(kUpdateBlock)
 
 template <class P, class G, int K, bool kMomentum>
 __global__ void __launch_bounds__(kUpdateBlock)
-    sgd_kernel(const __grid_constant__ Launch lp, const math::SgdScalars<Acc<P>> s,
-               const CopyArgs c) {
+    sgd_kernel(const __grid_constant__ Launch lp, math::SgdScalars<Acc<P>> s, const CopyArgs c,
+               const float* found_inf) {
     using A = Acc<P>;
+    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
+    if (e.step) s.first = *e.step == 0;
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* buf = static_cast<A*>(e.state1);
@@ -98,15 +122,30 @@ __global__ void __launch_bounds__(kUpdateBlock)
 template <class A>
 struct LambScalars {
     A b1, b2, eps, wd, inv_bc1, inv_bc2_sqrt;
+    double beta1, beta2;  // for the entries with their own step count
+    int64_t step;         // the host's step
 };
+
+// s with the bias corrections of entry e's own step count, where it has one.
+template <class A>
+__device__ __forceinline__ LambScalars<A> lamb_scalars_of(const Entry& e, LambScalars<A> s) {
+    if (e.step) {
+        const int64_t t = step_of(e, s.step);
+        s.inv_bc1 = A(1 / math::bias_correction(s.beta1, t));
+        s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(s.beta2, t)));
+    }
+    return s;
+}
 
 // LAMB pass 1: the moments, and per chunk Σ p² and Σ r² (r the update direction).
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    lamb_moments_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s,
-                        double* part_p, double* part_r) {
+    lamb_moments_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s0,
+                        double* part_p, double* part_r, const float* found_inf) {
     using A = Acc<P>;
+    if (skip_update(found_inf)) return;  // the partials are then never read
     const Entry& e = entry_of(lp);
+    const LambScalars<A> s = lamb_scalars_of(e, s0);
     const P* p = static_cast<const P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* m = static_cast<A*>(e.state1);
@@ -133,10 +172,12 @@ __global__ void __launch_bounds__(kUpdateBlock)
 // LAMB pass 2: p −= lr·trust·r, r recomputed from the stored moments.
 template <class P, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    lamb_apply_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s,
-                      const Acc<P>* rate, const CopyArgs c) {
+    lamb_apply_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s0,
+                      const Acc<P>* rate, const CopyArgs c, const float* found_inf) {
     using A = Acc<P>;
+    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
+    const LambScalars<A> s = lamb_scalars_of(e, s0);
     P* p = static_cast<P*>(e.param);
     const A* m = static_cast<const A*>(e.state1);
     const A* v = static_cast<const A*>(e.state2);
@@ -157,13 +198,17 @@ __global__ void __launch_bounds__(kUpdateBlock)
 }
 
 // LARS update: b = keep·b + rate·(g + decay·p); p −= b; rate per tensor
-// (null: `lr` for all, the excluded groups).
+// (null: `lr` for all, the excluded groups); keep = 0 on a first step (the
+// entry's own count 0, or the host's `first`), else μ.
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, Acc<P> lr, Acc<P> keep,
-                      Acc<P> decay, const CopyArgs c) {
+    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, Acc<P> lr, Acc<P> mu,
+                      int first_step, Acc<P> decay, const CopyArgs c, const float* found_inf) {
     using A = Acc<P>;
+    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
+    const bool first = e.step ? *e.step == 0 : first_step != 0;
+    const A keep = first ? A(0) : mu;
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* buf = static_cast<A*>(e.state1);
@@ -316,17 +361,18 @@ void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const double bc1 = 1 - std::pow(a.beta1, double(a.step));
-        const double bc2 = 1 - std::pow(a.beta2, double(a.step));
+        const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
         const math::AdamScalars<A> s{A(a.beta1),
                                      A(a.beta2),
                                      A(a.eps),
-                                     A(a.lr / bc1),
-                                     A(1 / std::sqrt(bc2)),
+                                     A(a.lr / math::bias_correction(a.beta1, step)),
+                                     A(1 / std::sqrt(math::bias_correction(a.beta2, step))),
                                      A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
                                      A(a.decoupled ? 0 : a.weight_decay)};
-        launch_all(ls, stream, adam_kernel<P, G, kVec<P>>, s, copy_args(l));
+        launch_all(ls, stream, adam_kernel<P, G, kVec<P>>, s, AdamStep{a.lr, a.beta1, a.beta2, step},
+                   copy_args(l), l.found_inf);
     });
+    advance_steps(l, stream);
 }
 
 void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
@@ -339,10 +385,11 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
         const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(a.dampening),
                                     A(a.weight_decay), a.nesterov,    a.first};
         if (momentum)
-            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, copy_args(l));
+            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, copy_args(l), l.found_inf);
         else
-            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, copy_args(l));
+            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, copy_args(l), l.found_inf);
     });
+    advance_steps(l, stream);
 }
 
 void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
@@ -352,22 +399,28 @@ void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
+        const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
         const LambScalars<A> s{A(a.beta1),
                                A(a.beta2),
                                A(a.eps),
                                A(a.weight_decay),
-                               A(1 / (1 - std::pow(a.beta1, double(a.step)))),
-                               A(1 / std::sqrt(1 - std::pow(a.beta2, double(a.step))))};
+                               A(1 / math::bias_correction(a.beta1, step)),
+                               A(1 / std::sqrt(math::bias_correction(a.beta2, step))),
+                               a.beta1,
+                               a.beta2,
+                               step};
         const Workspace ws(stream,
                            size_t(2 * chunks) * sizeof(double) + l.slots.size() * sizeof(A));
         double* part_p = ws.as<double>();
         double* part_r = part_p + chunks;
         A* rate = reinterpret_cast<A*>(part_r + chunks);
-        launch_all(ls, stream, lamb_moments_kernel<P, G, kVec<P>>, s, part_p, part_r);
+        launch_all(ls, stream, lamb_moments_kernel<P, G, kVec<P>>, s, part_p, part_r,
+                   l.found_inf);
         launch_rates(ls, part_p, part_r, rate, LambTrust{a.lr}, stream);
         launch_all(ls, stream, lamb_apply_kernel<P, kVec<P>>, s, static_cast<const A*>(rate),
-                   copy_args(l));
+                   copy_args(l), l.found_inf);
     });
+    advance_steps(l, stream);
 }
 
 void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
@@ -391,8 +444,9 @@ void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
                          stream);
         }
         launch_all(ls, stream, lars_apply_kernel<P, G, kVec<P>>, static_cast<const A*>(rate),
-                   A(a.lr), a.first ? A(0) : A(a.momentum), A(wd), copy_args(l));
+                   A(a.lr), A(a.momentum), a.first ? 1 : 0, A(wd), copy_args(l), l.found_inf);
     });
+    advance_steps(l, stream);
 }
 
 void global_norm(const std::vector<UpdateList>& lists, void* out, DType out_dtype,
@@ -436,6 +490,23 @@ void unscale_(const UpdateList& l, const float* inv_scale, float* found_inf, Str
         using T = typename decltype(tag)::type;
         launch_all(ls, stream, scale_kernel<T, kVec<T>>, s);
     });
+}
+
+namespace {
+
+// kernels::update_scale_: one thread applies math::update_scale.
+__global__ void update_scale_kernel(float* scale, float* found_inf, int64_t* counters,
+                                    double growth, double backoff, int64_t interval) {
+    math::update_scale(*scale, *found_inf, counters[0], counters[1], growth, backoff, interval);
+}
+
+}  // namespace
+
+void update_scale(float* scale, float* found_inf, int64_t* counters, double growth,
+                  double backoff, int64_t interval, StreamRef stream) {
+    update_scale_kernel<<<1, 1, 0, stream.handle>>>(scale, found_inf, counters, growth, backoff,
+                                                    interval);
+    EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace ember::kernels::cuda

@@ -15,7 +15,10 @@ namespace ember::kernels::cuda {
 // UpdateLists as the fronts build them (kernels/optim.cpp); the lists' own
 // chunk tables are not read: the CUDA launches cut the slots at their own
 // chunk size (kernels/cuda/optim_plan.h). State buffers are of the
-// parameters' accumulation type, as on the CPU.
+// parameters' accumulation type, as on the CPU. Each update reads the list's
+// found-inf flag in every block (set: nothing is written) and the slots' own
+// step counts, advanced by one more launch after its passes (Note [Device
+// step counts] in kernels/optim.h).
 
 /// Adam / AdamW (state1 = exp_avg, state2 = exp_avg_sq), copies written in
 /// the same pass.
@@ -38,5 +41,10 @@ void clip_by_norm_(const UpdateList& l, const void* norm, DType norm_dtype, doub
 /// Every `param` buffer *= inv_scale[0]; found_inf[0] = 1 when an element was
 /// inf or NaN before scaling (else left as it is). Both device f32 scalars.
 void unscale_(const UpdateList& l, const float* inv_scale, float* found_inf, StreamRef stream);
+
+/// kernels::update_scale_ on device scalars (one thread of one block):
+/// scale, found_inf (f32) and counters {tracker, skipped} (i64).
+void update_scale(float* scale, float* found_inf, int64_t* counters, double growth,
+                  double backoff, int64_t interval, StreamRef stream);
 
 }  // namespace ember::kernels::cuda

@@ -3,7 +3,8 @@
 // (Note [Chunk tables as kernel parameters] in kernels/cuda/optim_plan.h),
 // a block's walk over its chunk with vector loads where aligned, the
 // low-precision copy of updated parameters, the per-chunk partial sums, and
-// the host side that fills the tables and launches. Included by optim.cu only.
+// the host side that fills the tables and launches, and the advance of the
+// tensors' own step counts. Included by optim.cu only.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +26,14 @@ using math::cast;
 
 // ---- The launch table (kernel parameters) ----
 
-// One tensor entry as the kernels read it: 72 bytes.
+// One tensor entry as the kernels read it: 80 bytes.
 struct Entry {
     void* param;
     const void* grad;
     void* state1;
     void* state2;
     void* copy;
+    const int64_t* step;           // the tensor's own step count, or null (Note [Device step counts])
     int64_t numel, first, chunk0;  // LaunchEntry's first and chunk0
     int32_t tensor, vec;           // the slot's index; 1: every buffer aligned for K-element loads
 };
@@ -174,8 +176,8 @@ inline std::vector<HostLaunch> launches_of(const UpdateList& l) {
                              aligned(s.grad, k * dtype_size(l.grad)) &&
                              aligned(s.state1, k * acc) && aligned(s.state2, k * acc) &&
                              aligned(s.copy, k * 2);
-            h.p.e[i] = {s.param, s.grad,   s.state1,  s.state2,  s.copy,
-                        s.numel, le.first, le.chunk0, le.tensor, vec ? 1 : 0};
+            h.p.e[i] = {s.param,  s.grad,    s.state1,  s.state2, s.copy,    s.step,
+                        s.numel,  le.first,  le.chunk0, le.tensor, vec ? 1 : 0};
         }
     }
     return out;
@@ -222,5 +224,52 @@ void visit_signature(const UpdateList& l, const char* op, F f) {
 
 template <class P>
 inline constexpr int kVec = sizeof(P) == 8 ? 2 : 4;
+
+// The whole update is skipped: the found-inf flag is set (uniform over the grid).
+__device__ __forceinline__ bool skip_update(const float* found_inf) {
+    return found_inf != nullptr && *found_inf != 0;
+}
+
+// The step an entry's update uses: its own count + 1, or the host's.
+__device__ __forceinline__ int64_t step_of(const Entry& e, int64_t host_step) {
+    return e.step ? *e.step + 1 : host_step;
+}
+
+// ---- Step counts (Note [Device step counts]) ----
+
+// The step counts of up to kStepsPerLaunch slots, as a kernel parameter (16 KiB).
+inline constexpr int kStepsPerLaunch = 2048;
+struct StepTable {
+    int64_t* step[kStepsPerLaunch];
+    int32_t n;
+};
+
+// After every pass of an update: each count + 1 unless the update was skipped.
+__global__ void __launch_bounds__(kUpdateBlock)
+    advance_steps_kernel(const __grid_constant__ StepTable t, const float* found_inf) {
+    if (skip_update(found_inf)) return;
+    const int i = int(blockIdx.x) * kUpdateBlock + int(threadIdx.x);
+    if (i < t.n) ++*t.step[i];
+}
+
+// Queues advance_steps_kernel for every slot of `l` that has a step count
+// (empty tensors included: they have no chunk, but they took the step).
+inline void advance_steps(const UpdateList& l, StreamRef stream) {
+    StepTable t;
+    t.n = 0;
+    auto flush = [&] {
+        if (t.n == 0) return;
+        advance_steps_kernel<<<unsigned((t.n + kUpdateBlock - 1) / kUpdateBlock), kUpdateBlock, 0,
+                               stream.handle>>>(t, l.found_inf);
+        EMBER_CUDA_CHECK(cudaGetLastError());
+        t.n = 0;
+    };
+    for (const UpdateSlot& s : l.slots) {
+        if (!s.step) continue;
+        t.step[t.n++] = s.step;
+        if (t.n == kStepsPerLaunch) flush();
+    }
+    flush();
+}
 
 }  // namespace ember::kernels::cuda::optim_detail

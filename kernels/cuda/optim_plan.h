@@ -22,7 +22,7 @@ namespace ember::kernels::cuda {
 // blocks the host), the launch carries the table itself: kernel parameters
 // are copied by the launch, so nothing on the host outlives it. Since CUDA
 // 12.1 a kernel on sm_70+ takes up to 32,764 bytes of parameters; a launch
-// takes up to kMaxLaunchTensors tensors (72 bytes each) and any number of
+// takes up to kMaxLaunchTensors tensors (80 bytes each) and any number of
 // chunks, because each tensor entry stores where its chunks start and a block
 // finds its entry by a binary search over those starts. A list with more
 // tensors makes more launches (ceil(tensors / kMaxLaunchTensors)).
@@ -30,7 +30,7 @@ namespace ember::kernels::cuda {
 /// Elements per chunk (one block each): 16 steps of 256 threads x 4 elements,
 /// small enough that a 10 M-parameter model fills an H200 (610 blocks).
 inline constexpr int64_t kCudaChunk = 16384;
-/// Tensor entries per launch (256 x 72 bytes = 18 KiB of parameters).
+/// Tensor entries per launch (256 x 80 bytes = 20 KiB of parameters).
 inline constexpr int kMaxLaunchTensors = 256;
 /// Chunks per launch: the grid's x limit, with room to spare.
 inline constexpr int64_t kMaxLaunchChunks = int64_t(1) << 30;

@@ -1,6 +1,7 @@
-// Gradients of batch norm (training and eval), layer norm and dropout by
-// gradcheck, plus batch norm's running-statistics update against an f64
-// reference and dropout's mask rules (identity cases, keep fraction, seeding).
+// Gradients of batch norm (training and eval), batch norm + ReLU, layer norm
+// and dropout by gradcheck, plus batch norm's running-statistics update
+// against an f64 reference, batch_norm_relu and ConvBNReLU against the
+// unfused ops, and dropout's mask rules (identity cases, keep fraction, seeding).
 #include <cmath>
 
 #include "autograd/grad_support.h"
@@ -133,6 +134,113 @@ TEST_CASE("grad: batch_norm in eval mode uses the running statistics", "[grad][n
             return batch_norm(in[0].transpose(0, 1), rm, rv, in[1], in[2], false);
         },
         {leaf({3, 5}, 243), leaf({3}, 244), leaf({3}, 245)});
+}
+
+TEST_CASE("grad: batch_norm_relu in training and eval mode", "[grad][norm]") {
+    const Shape shapes[] = {{4, 3}, {2, 3, 3, 2}, {3, 2, 5}, {2, 3, 1, 1}};
+    uint64_t seed = 300;
+    for (const Shape& s : shapes) {
+        const int64_t c = s[1];
+        const Tensor x = leaf(s, seed++), w = leaf({c}, seed++, -2.0, 2.0), b = leaf({c}, seed++);
+        const GradFn fn = [](const std::vector<Tensor>& in) {
+            return batch_norm_relu(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5);
+        };
+        INFO("x " << shape_str(s));
+        check_grad(fn, {x, w, b});
+        check_grad(fn, {x, Tensor(), Tensor()});
+        check_grad(fn, {constant(s, seed - 3), w, b});
+        const Tensor rm = random_tensor({c}, DType::f64, seed++);
+        const Tensor rv = random_tensor({c}, DType::f64, seed++, 0.5, 2.0);
+        check_grad(
+            [&](const std::vector<Tensor>& in) {
+                return batch_norm_relu(in[0], rm, rv, in[1], in[2], false, 0.1, 1e-3);
+            },
+            {x, w, b});
+    }
+    INFO("strided input view");
+    check_grad(
+        [](const std::vector<Tensor>& in) {
+            return batch_norm_relu(in[0].transpose(0, 1), {}, {}, in[1], in[2], true);
+        },
+        {leaf({3, 5}, 320), leaf({3}, 321), leaf({3}, 322)});
+}
+
+TEST_CASE("batch_norm_relu equals relu(batch_norm) through autograd", "[grad][norm]") {
+    // f32, as training runs: values, running statistics and every gradient
+    // the same bits (Note [Fused batch norm + ReLU] in kernels/norm.h).
+    auto f32_leaf = [](const Shape& s, uint64_t seed, double lo, double hi) {
+        Tensor t = random_tensor(s, DType::f32, seed, lo, hi);
+        t.set_requires_grad(true);
+        return t;
+    };
+    const Shape s{8, 5, 6, 7};
+    const Tensor x = f32_leaf(s, 330, -2, 3), w = f32_leaf({5}, 331, -2, 2),
+                 b = f32_leaf({5}, 332, -1, 1);
+    const Tensor g = random_tensor(s, DType::f32, 333);
+    Tensor rm1 = zeros({5}), rv1 = ones({5}), rm2 = zeros({5}), rv2 = ones({5});
+    const Tensor y1 = batch_norm_relu(x, rm1, rv1, w, b, true, 0.1, 1e-5);
+    REQUIRE(y1.grad_fn() != nullptr);
+    CHECK(y1.grad_fn()->name == "batch_norm_relu");
+    y1.backward(g);
+    const std::vector<Tensor> g1 = {x.grad(), w.grad(), b.grad()};
+    for (const Tensor& t : {x, w, b}) t.set_grad({});
+    const Tensor y2 = relu(batch_norm(x, rm2, rv2, w, b, true, 0.1, 1e-5));
+    y2.backward(g);
+    const std::vector<Tensor> g2 = {x.grad(), w.grad(), b.grad()};
+    check_close(y1, y2, 0, 0);
+    check_close(rm1, rm2, 0, 0);
+    check_close(rv1, rv2, 0, 0);
+    for (size_t i = 0; i < 3; ++i) {
+        INFO("gradient " << i);
+        check_close(g1[i], g2[i], 0, 0);
+    }
+    // Eval mode: batch_norm from the running statistics, then relu.
+    NoGradGuard no_grad;
+    check_close(batch_norm_relu(x, rm1, rv1, w, b, false, 0.1, 1e-5),
+                relu(batch_norm(x, rm1, rv1, w, b, false, 0.1, 1e-5)), 0, 0);
+}
+
+TEST_CASE("ConvBNReLU trains as Conv2d, BatchNorm2d, ReLU would", "[grad][norm][convbn]") {
+    // The block uses batch_norm_relu in training; a Sequential of the three
+    // layers with the same weights is the reference (bit for bit on the CPU).
+    nn::ConvBNReLU block(3, 6, 3, {.padding = 1});
+    nn::Sequential ref(nn::Conv2d(3, 6, 3, {.padding = 1, .bias = false}), nn::BatchNorm2d(6),
+                       nn::ReLU());
+    const auto ref_conv = std::dynamic_pointer_cast<nn::Conv2d>(ref[0]);
+    const auto ref_bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(ref[1]);
+    {
+        NoGradGuard no_grad;
+        ref_conv->weight.copy_(block.conv->weight);
+        block.bn->weight.copy_(random_tensor({6}, DType::f32, 341, 0.5, 2));
+        block.bn->bias.copy_(random_tensor({6}, DType::f32, 342, -1, 1));
+        ref_bn->weight.copy_(block.bn->weight);
+        ref_bn->bias.copy_(block.bn->bias);
+    }
+    for (int step = 0; step < 2; ++step) {
+        INFO("step " << step);
+        const Tensor x = random_tensor({4, 3, 9, 9}, DType::f32, 343 + uint64_t(step));
+        const Tensor g = random_tensor({4, 6, 9, 9}, DType::f32, 345 + uint64_t(step));
+        block.zero_grad();
+        ref.zero_grad();
+        const Tensor y = block(x), want = ref(x);
+        CHECK(y.grad_fn()->name == "batch_norm_relu");
+        check_close(y, want, 0, 0);
+        y.backward(g);
+        want.backward(g);
+        check_close(block.conv->weight.grad(), ref_conv->weight.grad(), 0, 0);
+        check_close(block.bn->weight.grad(), ref_bn->weight.grad(), 0, 0);
+        check_close(block.bn->bias.grad(), ref_bn->bias.grad(), 0, 0);
+        check_close(block.bn->running_mean, ref_bn->running_mean, 0, 0);
+        check_close(block.bn->running_var, ref_bn->running_var, 0, 0);
+        CHECK(block.bn->num_batches_tracked.item() == double(step + 1));
+    }
+    // Eval: running statistics, then relu, as the reference.
+    block.eval();
+    ref.eval();
+    NoGradGuard no_grad;
+    const Tensor x = random_tensor({2, 3, 9, 9}, DType::f32, 350);
+    check_close(block(x), ref(x), 0, 0);
+    CHECK(block.bn->num_batches_tracked.item() == 2);
 }
 
 TEST_CASE("grad: layer_norm over 1, 2 and 3 trailing dims", "[grad][norm]") {

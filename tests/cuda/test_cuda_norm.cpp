@@ -3,7 +3,8 @@
 // x), non-contiguous inputs, N·S = 2 up to a split-channel case (C = 16,
 // N = 64, S = 28·28), running statistics after one step, layer norm rows of
 // M = 1, 7, 1000 (warp per row) and 5000 (block per row), size 0, and two
-// runs giving the same bits.
+// runs giving the same bits; the fused batch norm + ReLU likewise, and
+// against the GPU's own batch_norm then relu.
 //
 // Tolerances: the GPU accumulates in f32 (f64 for f64) by Welford where the
 // CPU sums in f64, so statistics agree to ~1e-5 relative in f32 and ~1e-10
@@ -160,6 +161,115 @@ TEST_CASE("cuda: batch_norm_backward computes only the gradients asked for", "[c
         if (need[1]) check_scaled(got.weight, want.weight, 1e-4);
         if (need[2]) check_scaled(got.bias, want.bias, 1e-4);
     }
+}
+
+// The fused batch norm + ReLU (Note [Fused batch norm + ReLU] in
+// kernels/norm.h): against the CPU's fused op with the tolerances above, and
+// against the GPU's own batch_norm then relu: the forward is the same apply
+// pass plus the ReLU (the same bits); the backward's masked sums may contract
+// differently, so it is held to the sums' tolerance.
+TEST_CASE("cuda: batch_norm_relu forward and backward equal the CPU's", "[cuda][norm]") {
+    const Shape shapes[] = {{2, 3},      {1, 4, 3},       {3, 5, 7},       {5, 3, 3, 3},
+                            {4, 300, 3}, {8, 16, 28, 28}, {64, 16, 28, 28}};
+    uint64_t seed = 500;
+    const std::array<bool, 3> all = {true, true, true};
+    for (const Shape& shape : shapes)
+        for (DType dt : kFloats)
+            for (int affine = 0; affine < 2; ++affine) {
+                const int64_t C = shape[1];
+                INFO(dtype_name(dt) << " " << shape_str(shape) << (affine ? " affine" : ""));
+                const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
+                const Tensor g = random_tensor(shape, dt, seed++, -1, 1);
+                const uint64_t ws = seed++;
+                const Tensor w =
+                    affine ? strided_vector(C, DType::f64, ws, -2, 2, Device::cpu()) : Tensor();
+                const Tensor wg =
+                    affine ? strided_vector(C, DType::f64, ws, -2, 2, kGpu) : Tensor();
+                const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
+                Tensor rm = zeros({C}), rv = ones({C});
+                Tensor rmg = gpu(rm), rvg = gpu(rv);
+                const auto want = k::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
+                const auto got = k::batch_norm_relu_forward(non_contiguous(gpu(x)), wg, gpu(b), rmg,
+                                                            rvg, 0.1, 1e-5);
+                check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
+                check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
+                check_close(cpu(got.save_invstd), want.save_invstd, stat_tol(dt), 0);
+                check_close(cpu(rmg), rm, 1e-5, 1e-5);
+                check_close(cpu(rvg), rv, 1e-5, 1e-5);
+                // The GPU's own unfused pair: the same forward bits.
+                const auto plain = k::batch_norm_forward(gpu(x), wg, gpu(b), {}, {}, 0.1, 1e-5);
+                check_bits(got.output, k::relu(plain.output));
+
+                // The backward from the CPU's saved statistics and output on both
+                // sides, so both apply the same mask.
+                const auto gw = k::batch_norm_relu_backward(g, want.output, x, w, want.save_mean,
+                                                            want.save_invstd, all);
+                const auto gg = k::batch_norm_relu_backward(
+                    non_contiguous(gpu(g)), non_contiguous(gpu(want.output)), gpu(x), wg,
+                    gpu(want.save_mean), gpu(want.save_invstd), all);
+                check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
+                check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
+                check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
+                const Tensor yg = gpu(want.output);
+                const auto unfused =
+                    k::batch_norm_backward(k::relu_backward(gpu(g), yg), gpu(x), wg,
+                                           gpu(want.save_mean), gpu(want.save_invstd), all);
+                check_scaled(gg.input, cpu(unfused.input), std::max(out_tol(dt), 1e-5));
+                check_scaled(gg.weight, cpu(unfused.weight), sum_tol(dt, gw.weight.dtype()));
+                check_scaled(gg.bias, cpu(unfused.bias), sum_tol(dt, gw.bias.dtype()));
+            }
+}
+
+TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") {
+    // −0 survives the ReLU (f16 outputs of a 1e-9 weight all round to ±0).
+    const Tensor x = random_tensor({6, 2, 5}, DType::f16, 520, -3, 3);
+    const Tensor w = full({2}, 1e-9);
+    const auto want = k::batch_norm_relu_forward(x, w, {}, {}, {}, 0.1, 1e-5);
+    const auto got = k::batch_norm_relu_forward(gpu(x), gpu(w), {}, {}, {}, 0.1, 1e-5);
+    int64_t cpu_neg = 0, gpu_neg = 0;
+    for (double v : values(want.output)) cpu_neg += v == 0 && std::signbit(v);
+    for (double v : values(cpu(got.output))) gpu_neg += v == 0 && std::signbit(v);
+    CHECK(cpu_neg > 0);
+    CHECK(gpu_neg > 0);
+    // Only some gradients; no values at all (weight and bias gradients 0).
+    const Tensor xs = random_tensor({6, 4, 5}, DType::f32, 521, -2, 2);
+    const Tensor gs = random_tensor({6, 4, 5}, DType::f32, 522);
+    const auto fs = k::batch_norm_relu_forward(xs, {}, {}, {}, {}, 0.1, 1e-5);
+    const auto part =
+        k::batch_norm_relu_backward(gpu(gs), gpu(fs.output), gpu(xs), {}, gpu(fs.save_mean),
+                                    gpu(fs.save_invstd), {false, true, true});
+    CHECK_FALSE(part.input.defined());
+    check_scaled(part.bias,
+                 k::batch_norm_relu_backward(gs, fs.output, xs, {}, fs.save_mean, fs.save_invstd,
+                                             {false, true, true})
+                     .bias,
+                 1e-5);
+    const Tensor e = zeros({0, 3, 4}, {.device = kGpu});
+    const auto ge = k::batch_norm_relu_backward(e, e, e, {}, zeros({3}, {.device = kGpu}),
+                                                ones({3}, {.device = kGpu}), {true, true, true});
+    CHECK(ge.input.shape() == Shape{0, 3, 4});
+    check_close(cpu(ge.bias), std::vector<double>(3, 0.0), 0, 0);
+    // Two runs, the same bits (split-channel statistics, C = 16, N·S = 50176).
+    for (DType dt : {DType::f32, DType::bf16}) {
+        INFO(dtype_name(dt));
+        const Tensor xb = gpu(random_tensor({64, 16, 28, 28}, dt, 523, -3, 5));
+        const Tensor gb = gpu(random_tensor({64, 16, 28, 28}, dt, 524, -1, 1));
+        const Tensor wb = gpu(random_tensor({16}, DType::f32, 525, -2, 2));
+        const auto f1 = k::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
+        const auto f2 = k::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
+        check_bits(f1.output, f2.output);
+        const auto b1 = k::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
+                                                    f1.save_invstd, {true, true, true});
+        const auto b2 = k::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
+                                                    f1.save_invstd, {true, true, true});
+        check_bits(b1.input, b2.input);
+        check_bits(b1.weight, b2.weight);
+        check_bits(b1.bias, b2.bias);
+    }
+    REQUIRE_THROWS_WITH_MSG(
+        k::batch_norm_relu_backward(gpu(gs), fs.output, gpu(xs), {}, gpu(fs.save_mean),
+                                    gpu(fs.save_invstd), {true, true, true}),
+        "batch_norm_relu_backward");
 }
 
 TEST_CASE("cuda: layer_norm forward and backward equal the CPU's", "[cuda][norm]") {

@@ -5,9 +5,12 @@
 // and the low-precision copies (stochastic rounding included) bit for bit;
 // what goes through a per-tensor norm (LAMB, LARS, the global norm) to f64
 // sums in another order. Then whole optimizer steps over a module on the
-// GPU, with the host-sync counter at 0.
+// GPU, with the host-sync counter at 0; the loss scaler on the GPU: skipped
+// steps bit-unchanged, scale and counters and results equal to the CPU's,
+// scale → backward → step → update with no host sync.
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "support.h"
 
@@ -316,4 +319,127 @@ TEST_CASE("cuda optim: AdamW and SGD steps over a module on the GPU equal the CP
     };
     run(false);
     run(true);
+}
+
+// ---- The loss scaler on the GPU: skip and scale rule on the device ----
+
+namespace {
+
+// Parameters of three tensors (one spanning two CUDA chunks), on `d`.
+std::vector<Tensor> scaler_params(Device d) {
+    std::vector<Tensor> ps;
+    uint64_t seed = 70;
+    for (const Shape& s : {Shape{7}, Shape{5, 3}, Shape{20001}})
+        ps.push_back(random_tensor(s, DType::f32, seed++, -1, 1).to(d).set_requires_grad(true));
+    return ps;
+}
+
+std::unique_ptr<optim::Optimizer> scaler_optimizer(const std::string& kind,
+                                                   const std::vector<Tensor>& ps) {
+    if (kind == "SGD")
+        return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    if (kind == "AdamW") return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01});
+    if (kind == "LAMB")
+        return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .weight_decay = 0.01});
+    return std::make_unique<optim::LARS>(ps, optim::LARSOptions{.lr = 0.1, .weight_decay = 1e-4});
+}
+
+std::vector<Tensor> optimizer_state(const optim::Optimizer& opt) {
+    std::vector<Tensor> out;
+    for (const auto& [name, t] : opt.state_tensors()) out.push_back(kernels::clone(t));
+    return out;
+}
+
+std::vector<Tensor> clones(const std::vector<Tensor>& ts) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : ts) out.push_back(kernels::clone(t));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda optim: an overflow skips the step on the GPU with every bit kept, as on the CPU",
+          "[cuda][optim]") {
+    // The same sequence on both devices: an overflow first (no state yet),
+    // clean, overflow (state kept), clean, clean. The GPU's skipped steps
+    // change no bit; the scale and the counters equal the CPU's; the
+    // parameters equal them bit for bit where no norm is involved (SGD,
+    // AdamW: the bias corrections from the device's own step counts) and to
+    // f64-order rounding for LAMB and LARS.
+    const std::string pattern = "o.o..";
+    for (const std::string kind : {"SGD", "AdamW", "LAMB", "LARS"}) {
+        INFO(kind);
+        const std::vector<Tensor> pc = scaler_params(Device::cpu()), pg = scaler_params(kGpu);
+        auto oc = scaler_optimizer(kind, pc), og = scaler_optimizer(kind, pg);
+        amp::GradScaler sc({.init_scale = 8.0, .growth_interval = 2}),
+            sg({.init_scale = 8.0, .growth_interval = 2});
+        for (size_t k = 0; k < pattern.size(); ++k) {
+            INFO("step " << k);
+            const double scale = sc.get_scale();
+            REQUIRE(sg.get_scale() == scale);
+            for (size_t i = 0; i < pc.size(); ++i) {
+                const Tensor g = mul(random_tensor(pc[i].shape(), DType::f32, 80 + 10 * k + i), scale);
+                pc[i].set_grad(g);
+                pg[i].set_grad(g.to(kGpu));
+            }
+            if (pattern[k] == 'o') {  // deep in the tensor of two chunks
+                pc[2].grad().set({18000}, INFINITY);
+                kernels::fill(pg[2].grad().narrow(0, 18000, 1), INFINITY);
+            }
+            const std::vector<Tensor> p_before = clones(pg), s_before = optimizer_state(*og);
+            const amp::StepResult rc = sc.step(*oc), rg = sg.step(*og);
+            CHECK_FALSE(rg.known());
+            sc.update();
+            sg.update();
+            CHECK(bool(rg) == (pattern[k] != 'o'));
+            CHECK(bool(rc) == bool(rg));
+            if (pattern[k] == 'o') {
+                check_bits(pg, p_before, "skipped: parameter");
+                check_bits(optimizer_state(*og), s_before, "skipped: state");
+            }
+            oc->zero_grad();
+            og->zero_grad();
+        }
+        CHECK(sg.get_scale() == sc.get_scale());
+        CHECK(sg.growth_tracker() == sc.growth_tracker());
+        CHECK(sg.skipped() == 2);
+        CHECK(og->steps() == 3);
+        CHECK(og->state_json() == oc->state_json());  // the step counts read back
+        if (kind == "SGD" || kind == "AdamW") {
+            check_bits(pg, pc, "parameter");
+            check_bits(optimizer_state(*og), optimizer_state(*oc), "state");
+        } else {
+            check_close_all(pg, pc, 1e-6, 1e-6);
+        }
+    }
+}
+
+TEST_CASE("cuda optim: scale, backward, step and update run without a host sync", "[cuda][optim]") {
+    manual_seed(4);
+    std::shared_ptr<nn::Module> model = nn::mlp(20, 5);
+    model->to(kGpu);
+    optim::AdamW opt(optim::decay_groups(*model, 0.01), {.lr = 1e-3});
+    amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
+    const Tensor x = random_tensor({16, 20}, DType::f32, 90).to(kGpu);
+    const Tensor y = randint(0, 5, {16}).to(kGpu);
+    const Tensor bias = model->parameters()[1];
+    REQUIRE(bias.dim() == 1);
+    host_syncs();
+    for (int s = 0; s < 6; ++s) {
+        scaler.scale(cross_entropy((*model)(x), y)).backward();
+        if (s == 3) kernels::fill(bias.grad().narrow(0, 2, 1), NAN);  // a planted overflow
+        scaler.step(opt);  // the result is not read: no sync
+        scaler.update();
+        opt.zero_grad();
+    }
+    const std::map<std::string, int64_t> syncs = host_syncs();
+    for (const auto& [op, n] : syncs) INFO(op << ": " << n);
+    CHECK(syncs.empty());
+    // Reading afterwards (syncs allowed): 1024 → 2048 (2 clean) → 1024 (the
+    // overflow at step 3) → 2048 after steps 4, 5.
+    CHECK(scaler.skipped() == 1);
+    CHECK(scaler.get_scale() == 2048.0);
+    CHECK(scaler.growth_tracker() == 0);
+    CHECK(opt.steps() == 5);
+    CHECK(opt.step_calls() == 6);
 }

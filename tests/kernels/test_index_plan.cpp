@@ -3,10 +3,14 @@
 // operand, scatter_add's lines cover each index element exactly once and
 // never share a target, and the CUDA scatter_add emulated line by line with
 // the plan gives the CPU kernel's bits; sizes 0 and 1, stride-0 operands and
-// counts past 2^31.
+// counts past 2^31. The sorted path (Note [Sorted scatter_add]): when it is
+// taken, its keys and end bit, and its algorithm emulated (a stable sort, then
+// one fold per run and line) giving the CPU's bits, bad indices skipped.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "kernels/cpu/index.h"
 #include "kernels/cuda/index_plan.h"
@@ -180,4 +184,258 @@ TEST_CASE("cuda index plan: the emulated scatter_add gives the CPU's bits", "[pl
                                      b = want.contiguous().to_vector<float>();
             CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
         }
+}
+
+namespace {
+
+// A 1-d index seen through `shape`, stepping only along dim (the front's
+// spread_index: index_add and embedding's backward).
+View spread(const Tensor& index, const Shape& shape, int dim) {
+    Shape strides(shape.size(), 0);
+    strides[size_t(dim)] = index.stride(0);
+    View v = make(shape, strides);
+    v.data = static_cast<char*>(index.data_ptr());
+    v.dtype = index.dtype();
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda index plan: the sorted scatter_add is taken for a shared index only",
+          "[plan][index]") {
+    // Embedding's backward: self [1000, 64], 20000 tokens along dim 0.
+    const View self = make({1000, 64}, {64, 1});
+    const View src = make({20000, 64}, {64, 1});
+    const View shared = make({20000, 64}, {1, 0});
+    k::cuda::ScatterLines s = k::cuda::scatter_lines(self, shared, src, 0);
+    CHECK(s.lines == 64);
+    CHECK(s.len == 20000);
+    CHECK(k::cuda::index_shared(s));
+    CHECK(k::cuda::use_sorted_scatter(s, 1000));
+    // scatter_add's own index, different in every line: the line kernel.
+    const View own = make({20000, 64}, {64, 1});
+    s = k::cuda::scatter_lines(self, own, src, 0);
+    CHECK_FALSE(k::cuda::index_shared(s));
+    CHECK_FALSE(k::cuda::use_sorted_scatter(s, 1000));
+    // Shared but too short lines, or too many lines.
+    s = k::cuda::scatter_lines(self, make({63, 64}, {1, 0}), make({63, 64}, {64, 1}), 0);
+    CHECK(k::cuda::index_shared(s));
+    CHECK_FALSE(k::cuda::use_sorted_scatter(s, 1000));
+    s = k::cuda::scatter_lines(self, make({64, 64}, {1, 0}), make({64, 64}, {64, 1}), 0);
+    CHECK(k::cuda::use_sorted_scatter(s, 1000));
+    for (const int64_t lines : {k::cuda::kSortedMaxLines - 1, k::cuda::kSortedMaxLines}) {
+        const View wide = make({10, lines}, {lines, 1});
+        s = k::cuda::scatter_lines(wide, make({100, lines}, {1, 0}), make({100, lines}, {lines, 1}), 0);
+        CHECK(s.lines == lines);
+        CHECK(k::cuda::use_sorted_scatter(s, 10) == (lines < k::cuda::kSortedMaxLines));
+    }
+    // Along dim 1 (index_add of columns): the index is shared by the rows.
+    s = k::cuda::scatter_lines(make({7, 30}, {30, 1}), make({7, 500}, {0, 2}), make({7, 500}, {500, 1}), 1);
+    CHECK(s.lines == 7);
+    CHECK(s.index_step == 2);
+    CHECK(k::cuda::use_sorted_scatter(s, 30));
+    // A 1-d self: one line, shared trivially; an index constant along dim too.
+    s = k::cuda::scatter_lines(make({9}, {1}), make({200}, {1}), make({200}, {1}), 0);
+    CHECK(s.lines == 1);
+    CHECK(k::cuda::use_sorted_scatter(s, 9));
+    s = k::cuda::scatter_lines(self, make({100, 64}, {0, 0}), make({100, 64}, {64, 1}), 0);
+    CHECK(k::cuda::use_sorted_scatter(s, 1000));
+    // Keys and the sentinel must fit 32 bits.
+    s = k::cuda::scatter_lines(make({9}, {1}), make({200}, {1}), make({200}, {1}), 0);
+    CHECK(k::cuda::use_sorted_scatter(s, (int64_t(1) << 32) - 1));
+    CHECK_FALSE(k::cuda::use_sorted_scatter(s, int64_t(1) << 32));
+}
+
+TEST_CASE("cuda index plan: sorted keys put bad indices last, end bits cover the sentinel",
+          "[plan][index]") {
+    CHECK(k::cuda::sorted_key(0, 10) == 0);
+    CHECK(k::cuda::sorted_key(9, 10) == 9);
+    CHECK(k::cuda::sorted_key(10, 10) == 10);
+    CHECK(k::cuda::sorted_key(-1, 10) == 10);
+    CHECK(k::cuda::sorted_key(int64_t(1) << 40, 10) == 10);
+    CHECK(k::cuda::sorted_key(-(int64_t(1) << 40), 10) == 10);
+    for (int64_t size : {int64_t(0), int64_t(1), int64_t(2), int64_t(3), int64_t(1000),
+                         int64_t(1023), int64_t(1024), int64_t(32768), (int64_t(1) << 32) - 1}) {
+        const int bits = k::cuda::sorted_end_bit(size);
+        INFO("size " << size);
+        CHECK(bits >= 1);
+        CHECK(bits <= 32);
+        CHECK(uint64_t(size) < (uint64_t(1) << bits));  // the sentinel fits
+        if (bits > 1) CHECK(uint64_t(size) >= (uint64_t(1) << (bits - 1)));  // no bit to spare
+    }
+    CHECK(k::cuda::sorted_end_bit(1000) == 10);
+    CHECK(k::cuda::sorted_end_bit(1024) == 11);
+}
+
+TEST_CASE("cuda index plan: the sorted sum launch gives each (position, line) one thread",
+          "[plan][index]") {
+    for (const int64_t lines : {int64_t(1), int64_t(2), int64_t(7), int64_t(32), int64_t(64),
+                                int64_t(255), int64_t(256), int64_t(300), int64_t(1000)})
+        for (const int64_t len : {int64_t(64), int64_t(65), int64_t(777)})
+            for (const int64_t cap : {int64_t(1), int64_t(5), k::cuda::kSortedMaxGridX}) {
+                const k::cuda::SortedSumLaunch p = k::cuda::sorted_sum_launch(lines, len, cap);
+                const int64_t along = int64_t(1) << p.line_shift;
+                INFO("lines " << lines << " len " << len << " cap " << cap);
+                CHECK(along * p.per_block == k::cuda::kSortedBlock);
+                CHECK((along >= lines || along == k::cuda::kSortedBlock));
+                CHECK((along == 1 || along / 2 < lines));  // no wider than the lines need
+                CHECK(p.grid_x <= cap);
+                CHECK(p.grid_y <= 65535);
+                std::vector<int> seen(size_t(lines * len), 0);
+                for (int64_t by = 0; by < p.grid_y; ++by)
+                    for (int64_t bx = 0; bx < p.grid_x; ++bx)
+                        for (int64_t t = 0; t < k::cuda::kSortedBlock; ++t) {
+                            const int64_t l = by * along + (t & (along - 1));
+                            if (l >= lines) continue;
+                            for (int64_t kk = bx * p.per_block + (t >> p.line_shift); kk < len;
+                                 kk += p.grid_x * p.per_block)
+                                ++seen[size_t(kk * lines + l)];
+                        }
+                CHECK(std::count(seen.begin(), seen.end(), 1) == lines * len);
+            }
+    // The largest shared-index case: lines just under the limit, blocks of one line per k.
+    const k::cuda::SortedSumLaunch big =
+        k::cuda::sorted_sum_launch(k::cuda::kSortedMaxLines - 1, int64_t(1) << 31);
+    CHECK(big.line_shift == 8);
+    CHECK(big.grid_y == 128);
+    CHECK(big.grid_x == k::cuda::kSortedMaxGridX);
+}
+
+namespace {
+
+// index_sorted.cu on the host: the keys kernel, a stable sort of (key,
+// position) (what CUB's radix sort gives), then the sum kernel's threads
+// (k, l) as its launch maps them (max_grid_x small: the grid-stride steps
+// too), folding each run in position order — or, with `reverse`, in the
+// opposite order, to show the comparison can tell. Returns whether a bad
+// index was seen.
+template <class T, class I>
+bool emulate_sorted_scatter_add(const View& self, const View& index, const View& src, int dim,
+                                bool reverse = false,
+                                int64_t max_grid_x = k::cuda::kSortedMaxGridX) {
+    const k::cuda::ScatterLines s = k::cuda::scatter_lines(self, index, src, dim);
+    const int64_t size = self.shape[dim];
+    REQUIRE(k::cuda::use_sorted_scatter(s, size));
+    bool bad = false;
+    std::vector<std::pair<uint32_t, int32_t>> pairs(size_t(s.len));
+    for (int64_t kk = 0; kk < s.len; ++kk) {
+        const int64_t i = int64_t(index.ptr<const I>()[kk * s.index_step]);
+        bad = bad || i < 0 || i >= size;
+        pairs[size_t(kk)] = {k::cuda::sorted_key(i, size), int32_t(kk)};
+    }
+    std::stable_sort(pairs.begin(), pairs.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    T* o = self.ptr<T>();
+    const T* r = src.ptr<const T>();
+    // The sum kernel's threads, block by block, as sorted_sum_launch maps them.
+    const k::cuda::SortedSumLaunch p = k::cuda::sorted_sum_launch(s.lines, s.len, max_grid_x);
+    const int64_t along = int64_t(1) << p.line_shift;
+    for (int64_t by = 0; by < p.grid_y; ++by)
+        for (int64_t bx = 0; bx < p.grid_x; ++bx)
+            for (int64_t t = 0; t < k::cuda::kSortedBlock; ++t) {
+                const int64_t l = by * along + (t & (along - 1));
+                if (l >= s.lines) continue;
+                for (int64_t kk = bx * p.per_block + (t >> p.line_shift); kk < s.len;
+                     kk += p.grid_x * p.per_block) {
+                    const uint32_t key = pairs[size_t(kk)].first;
+                    if (key == uint32_t(size) || (kk > 0 && pairs[size_t(kk - 1)].first == key))
+                        continue;
+                    int64_t end = kk;
+                    while (end < s.len && pairs[size_t(end)].first == key) ++end;
+                    T* dst = o + k::cuda::view_offset(s.self, l) + int64_t(key) * s.self_step;
+                    const T* from = r + k::cuda::view_offset(s.src, l);
+                    T acc = *dst;
+                    for (int64_t j = kk; j < end; ++j) {
+                        const int64_t q = pairs[size_t(reverse ? end - 1 - (j - kk) : j)].second;
+                        acc = k::cuda::scatter_add_step(acc, from[q * s.src_step]);
+                    }
+                    *dst = acc;
+                }
+            }
+    return bad;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+    const Tensor x = a.contiguous(), y = b.contiguous();
+    return x.dtype() == y.dtype() && x.numel() == y.numel() &&
+           std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("cuda index plan: the emulated sorted scatter_add gives the CPU's bits",
+          "[plan][index]") {
+    struct Case {
+        Shape self;
+        int dim;
+        int64_t len, distinct;  // index length; values drawn from [0, distinct)
+    };
+    // Embedding-backward-like shapes, index_add along inner and middle dims,
+    // a 1-d self, a self dim of 1; few distinct values: long runs.
+    const Case cases[] = {{{1000, 64}, 0, 3000, 40}, {{50, 33}, 0, 777, 50}, {{5, 30}, 1, 500, 7},
+                          {{3, 20, 4}, 1, 300, 20},  {{9}, 0, 200, 9},       {{1, 17}, 0, 64, 1},
+                          {{40, 24}, 0, 528, 40}};
+    uint64_t seed = 100;
+    int case_no = 0;
+    for (const Case& c : cases)
+        for (DType dt : {DType::f32, DType::bf16, DType::i64})
+            for (DType it : {DType::i64, DType::i32}) {
+                ++case_no;
+                const bool strided = case_no % 2, with_bad = case_no % 3 == 0;
+                const int64_t size = c.self[size_t(c.dim)];
+                INFO("self " << shape_str(c.self) << " dim " << c.dim << " len " << c.len << " "
+                             << dtype_name(dt) << " index " << dtype_name(it)
+                             << (strided ? " strided" : "") << (with_bad ? " bad" : ""));
+                Tensor self0 = random_tensor(c.self, dt, ++seed, -100, 100);
+                if (strided) self0 = non_contiguous(self0);
+                Shape sshape = c.self;
+                sshape[size_t(c.dim)] = c.len;
+                Tensor src = random_tensor(sshape, dt, ++seed, -100, 100);
+                if (strided) src = non_contiguous(src);
+                Generator g(++seed);
+                std::vector<int64_t> values =
+                    randint(0, std::min(c.distinct, size), {c.len}, {DType::i64}, &g).to_vector<int64_t>();
+                if (with_bad)  // bad values at both ends and inside, above and below
+                    for (int64_t at : {int64_t(0), c.len / 3, c.len - 1})
+                        values[size_t(at)] = at % 2 ? size + at : -1 - at;
+                Tensor index = from_vector(values, {c.len}).to(it);
+                if (strided) index = non_contiguous(index);  // stride 2
+                const View iv = spread(index, sshape, c.dim), rv = k::view_of(src);
+
+                Tensor want = self0.contiguous();
+                if (strided) want = non_contiguous(want);
+                const auto first_bad = k::cpu::scatter_add(k::view_of(want), iv, rv, c.dim);
+                CHECK(first_bad.has_value() == with_bad);
+                Tensor got = self0.contiguous();
+                if (strided) got = non_contiguous(got);
+                bool saw_bad = false;
+                visit_dtype(dt, [&](auto data_tag) {
+                    using T = typename decltype(data_tag)::type;
+                    const int64_t cap = case_no % 4 == 0 ? 3 : k::cuda::kSortedMaxGridX;
+                    if (it == DType::i64)
+                        saw_bad = emulate_sorted_scatter_add<T, int64_t>(k::view_of(got), iv, rv,
+                                                                         c.dim, false, cap);
+                    else
+                        saw_bad = emulate_sorted_scatter_add<T, int32_t>(k::view_of(got), iv, rv,
+                                                                         c.dim, false, cap);
+                });
+                CHECK(saw_bad == with_bad);
+                CHECK(same_bits(got, want));
+            }
+}
+
+TEST_CASE("cuda index plan: folding runs out of order would show", "[plan][index]") {
+    // bf16 sums of ~100 terms each: the reversed fold must not match, or the
+    // test above could not tell the sorted path's order from any other.
+    const Tensor self0 = random_tensor({10, 16}, DType::bf16, 1, -100, 100);
+    const Tensor src = random_tensor({1000, 16}, DType::bf16, 2, -100, 100);
+    Generator g(3);
+    const Tensor index = randint(0, 10, {1000}, {DType::i64}, &g);
+    const View iv = spread(index, {1000, 16}, 0), rv = k::view_of(src);
+    Tensor want = self0.clone(), fwd = self0.clone(), rev = self0.clone();
+    (void)k::cpu::scatter_add(k::view_of(want), iv, rv, 0);
+    emulate_sorted_scatter_add<BFloat16, int64_t>(k::view_of(fwd), iv, rv, 0);
+    emulate_sorted_scatter_add<BFloat16, int64_t>(k::view_of(rev), iv, rv, 0, true);
+    CHECK(same_bits(fwd, want));
+    CHECK_FALSE(same_bits(rev, want));
 }

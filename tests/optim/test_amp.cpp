@@ -2,9 +2,15 @@
 // reductions and losses in f32, f64 untouched), gradients reaching f32
 // weights in f32, thread-local scopes; bf16 autocast training of the mlp
 // within a point of f32 training; an f16 model whose gradients overflow under
-// a large loss scale skips its step and backs the scale off.
+// a large loss scale skips its step and backs the scale off; a skipped step
+// leaves no trace (the next step is the one it would have been, for every
+// optimizer), the scale follows the rule step by step, and the kernels skip
+// on the flag and advance their own step counts (no host read).
+#include <nlohmann/json.hpp>
+
 #include <thread>
 
+#include "kernels/optim.h"
 #include "optim/optim.h"
 #include "support.h"
 
@@ -120,4 +126,207 @@ TEST_CASE("amp: f16 gradients that overflow skip the step and back the scale off
     CHECK(values(model->parameters()[0]) == model_before);
     CHECK(scaler.get_scale() == Approx(5e29).epsilon(1e-6));
     CHECK(opt.steps() == 0);
+}
+
+// ---- The device-side skip and scale rule (no host read per step) ----
+
+namespace {
+
+// Bit patterns of every tensor, for exact comparisons (NaN-safe).
+std::vector<std::vector<double>> all_values(const std::vector<Tensor>& ts) {
+    std::vector<std::vector<double>> out;
+    for (const Tensor& t : ts) out.push_back(values(t));
+    return out;
+}
+
+std::vector<Tensor> state_of(const optim::Optimizer& opt) {
+    std::vector<Tensor> out;
+    for (const auto& [name, t] : opt.state_tensors()) out.push_back(t);
+    return out;
+}
+
+// Parameters of three tensors (one spanning two CPU chunks), fresh each call.
+std::vector<Tensor> fresh_params(uint64_t seed) {
+    std::vector<Tensor> ps;
+    for (const Shape& s : {Shape{7}, Shape{5, 3}, Shape{70001}})
+        ps.push_back(random_tensor(s, DType::f32, seed++, -1, 1).set_requires_grad(true));
+    return ps;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind,
+                                                 const std::vector<Tensor>& ps) {
+    if (kind == "SGD") return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    if (kind == "AdamW") return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01});
+    if (kind == "LAMB")
+        return std::make_unique<optim::LAMB>(ps, optim::LAMBOptions{.lr = 0.01, .weight_decay = 0.01});
+    return std::make_unique<optim::LARS>(ps, optim::LARSOptions{.lr = 0.1, .weight_decay = 1e-4});
+}
+
+// Gradient k of the sequence, scaled by `scale` (what backward would give).
+void set_grads(const std::vector<Tensor>& ps, uint64_t k, double scale) {
+    for (size_t i = 0; i < ps.size(); ++i)
+        ps[i].set_grad(mul(random_tensor(ps[i].shape(), DType::f32, 900 + 10 * k + i), scale));
+}
+
+}  // namespace
+
+TEST_CASE("amp: a skipped step changes no bit and the next step is the one it would have been",
+          "[amp]") {
+    // Run A: clean steps 0 and 1 with an overflow before each (skipped);
+    // run B: the same clean steps alone. Skipped steps must leave no trace:
+    // parameters, state, the per-parameter step counts (bias corrections,
+    // SGD's first step) and steps() agree bit for bit.
+    for (const std::string kind : {"SGD", "AdamW", "LAMB", "LARS"}) {
+        INFO(kind);
+        const std::vector<Tensor> pa = fresh_params(40), pb = fresh_params(40);
+        auto a = make_optimizer(kind, pa), b = make_optimizer(kind, pb);
+        amp::GradScaler sa({.init_scale = 4.0, .growth_interval = 100}),
+            sb({.init_scale = 4.0, .growth_interval = 100});
+        for (uint64_t k = 0; k < 2; ++k) {
+            // The overflow, first (k = 0: before any state exists).
+            set_grads(pa, 50 + k, sa.get_scale());
+            pa[2].grad().set({int64_t(66000 + k)}, k == 0 ? INFINITY : NAN);
+            const auto p_before = all_values(pa);
+            const auto s_before = all_values(state_of(*a));
+            const std::string json_before = a->state_json();
+            const amp::StepResult r = sa.step(*a);
+            CHECK(r.known());
+            CHECK_FALSE(r);
+            sa.update();
+            CHECK(all_values(pa) == p_before);
+            CHECK(all_values(state_of(*a)) == s_before);
+            CHECK(a->steps() == int64_t(k));
+            // The saved state differs only by the count of step calls.
+            nlohmann::json ja = nlohmann::json::parse(a->state_json()),
+                           jb = nlohmann::json::parse(json_before);
+            CHECK(ja["step_calls"].get<int64_t>() == jb["step_calls"].get<int64_t>() + 1);
+            ja.erase("step_calls");
+            jb.erase("step_calls");
+            CHECK(ja == jb);
+            a->zero_grad();
+            // The clean step, on both.
+            set_grads(pa, k, sa.get_scale());
+            set_grads(pb, k, sb.get_scale());
+            CHECK(sa.step(*a));
+            CHECK(sb.step(*b));
+            sa.update();
+            sb.update();
+            a->zero_grad();
+            b->zero_grad();
+        }
+        CHECK(all_values(pa) == all_values(pb));
+        CHECK(all_values(state_of(*a)) == all_values(state_of(*b)));
+        CHECK(a->steps() == 2);
+        CHECK(b->steps() == 2);
+        CHECK(a->step_calls() == 4);
+        CHECK(sa.skipped() == 2);
+        CHECK(sa.get_scale() == 1.0);  // 4 · ½ · ½
+    }
+}
+
+TEST_CASE("amp: the scale follows the growth and backoff rule step by step", "[amp]") {
+    // A planted pattern of overflows against the rule evaluated here.
+    Tensor w = random_tensor({10}, DType::f32, 61).set_requires_grad(true);
+    optim::SGD opt({w}, {.lr = 0.01});
+    amp::GradScaler scaler({.init_scale = 1024.0, .growth_factor = 2.0, .backoff_factor = 0.25,
+                            .growth_interval = 3});
+    const std::string pattern = "..o...o.....oo..";  // o: an overflow
+    double scale = 1024;
+    int64_t tracker = 0, skipped = 0;
+    for (const char c : pattern) {
+        w.set_grad(random_tensor({10}, DType::f32, 62));
+        if (c == 'o') w.grad().set({3}, INFINITY);
+        CHECK(bool(scaler.step(opt)) == (c != 'o'));
+        scaler.update();
+        opt.zero_grad();
+        if (c == 'o') {
+            scale *= 0.25;
+            tracker = 0;
+            ++skipped;
+        } else if (++tracker == 3) {
+            scale *= 2;
+            tracker = 0;
+        }
+        CHECK(scaler.get_scale() == scale);
+        CHECK(scaler.growth_tracker() == tracker);
+        CHECK(scaler.skipped() == skipped);
+    }
+    CHECK(opt.steps() == int64_t(pattern.size()) - skipped);
+    // The optimizer's state (one parameter: its step counts a tensor of one
+    // element) resumes: the same next step from a fresh optimizer.
+    Tensor w2 = kernels::clone(w).set_requires_grad(true);
+    optim::SGD resumed({w2}, {.lr = 0.01});
+    resumed.load_state({}, opt.state_json());  // no momentum: no buffers
+    CHECK(resumed.steps() == opt.steps());
+    CHECK(resumed.step_calls() == opt.step_calls());
+    w.set_grad(random_tensor({10}, DType::f32, 63));
+    w2.set_grad(random_tensor({10}, DType::f32, 63));
+    opt.step();
+    resumed.step();
+    CHECK(values(w2) == values(w));
+    CHECK(resumed.state_json() == opt.state_json());
+    // The state round-trips with the counters.
+    amp::GradScaler other({.init_scale = 1.0, .growth_factor = 2.0, .backoff_factor = 0.25,
+                           .growth_interval = 3});
+    other.load_state(scaler.state_json());
+    CHECK(other.get_scale() == scale);
+    CHECK(other.growth_tracker() == tracker);
+    CHECK(other.skipped() == skipped);
+}
+
+TEST_CASE("amp: update_scale_ rounds the f64 product to f32 once and clears the flag", "[amp]") {
+    const Tensor scale = full({1}, 3.0), flag = full({1}, 1.0);
+    const Tensor counters = from_vector<int64_t>({2, 5});
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.1, 3);
+    CHECK(scale.item() == double(float(double(3.0f) * 0.1)));
+    CHECK(flag.item() == 0);
+    CHECK(counters.to_vector<int64_t>() == std::vector<int64_t>{0, 6});
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.1, 3);  // clean: tracker 1
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.1, 3);
+    CHECK(counters.to_vector<int64_t>() == std::vector<int64_t>{2, 6});
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.1, 3);  // the third: grows
+    CHECK(scale.item() == double(float(double(float(3.0 * 0.1)) * 2.0)));
+    CHECK(counters.to_vector<int64_t>() == std::vector<int64_t>{0, 6});
+    REQUIRE_THROWS_WITH_MSG(kernels::update_scale_(scale, flag, from_vector<int64_t>({0}), 2, 0.5, 3),
+                            "counters must be a two-element i64 tensor");
+}
+
+TEST_CASE("amp: the update kernels skip on the flag and advance their own step counts", "[amp]") {
+    // Through the fronts: a step count per tensor replaces AdamArgs::step.
+    const std::vector<Shape> shapes = {{0}, {9}, {70001}};
+    auto make = [&](uint64_t seed) {
+        kernels::UpdateTensors t;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            t.params.push_back(random_tensor(shapes[i], DType::f32, seed + i));
+            t.grads.push_back(random_tensor(shapes[i], DType::f32, seed + 10 + i));
+            t.state1.push_back(zeros(shapes[i]));
+            t.state2.push_back(zeros(shapes[i]));
+        }
+        return t;
+    };
+    kernels::UpdateTensors host = make(7), own = make(7);
+    const Tensor counts = zeros({3}, {DType::i64});
+    for (int64_t i = 0; i < 3; ++i) own.steps.push_back(counts.narrow(0, i, 1));
+    own.found_inf = zeros({1});
+    for (int64_t step = 1; step <= 3; ++step) {
+        kernels::adam_update(host, {.lr = 0.01, .step = step});
+        kernels::adam_update(own, {.lr = 0.01, .step = 99});  // ignored: own counts
+        CHECK(counts.to_vector<int64_t>() == std::vector<int64_t>(3, step));
+        // A raised flag: nothing moves, the counts included.
+        kernels::fill(own.found_inf, 1.0);
+        const auto before = all_values(own.params);
+        kernels::adam_update(own, {.lr = 0.01});
+        kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, false, 0, 0, own.steps,
+                             own.found_inf},
+                            {.lr = 0.1, .momentum = 0.9});
+        CHECK(all_values(own.params) == before);
+        CHECK(counts.to_vector<int64_t>() == std::vector<int64_t>(3, step));
+        kernels::fill(own.found_inf, 0.0);
+    }
+    CHECK(all_values(own.params) == all_values(host.params));
+    CHECK(all_values(own.state2) == all_values(host.state2));
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+                                                  false, 0, 0, {zeros({1}), zeros({1}), zeros({1})}},
+                                                 {}),
+                            "step count 0 must be a one-element i64 tensor");
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # One run on a machine with an NVIDIA GPU: build the CUDA backend for sm_90,
 # run the CUDA tests (CUDA against the CPU backend), the GPU benchmarks and
-# their PyTorch peer (tools/device/torch_peer.py), and print a short table
-# last. Expects .deps from tools/device/prepare.sh when the Debian packages
-# are missing. Results go to $OUT (or ./device-out).
+# their PyTorch peer (tools/device/torch_peer.py), `ember train --device
+# cuda` end to end on synthetic data (no dataset needed), the reference
+# models' training steps beside PyTorch's on the same GPU
+# (bench/compare_pytorch.py step --device cuda: f32, and bf16 autocast), and
+# print a short table last. Expects .deps from tools/device/prepare.sh when
+# the Debian packages are missing. Results go to $OUT (or ./device-out).
+# Budget: under 8 minutes on one H200, most of it the build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-device-out}"
@@ -44,9 +48,64 @@ if [ $bench_rc -eq 0 ]; then
     timeout 120 python3 tools/device/torch_peer.py "$out/bench.json" > "$out/peer.txt" 2>&1
     peer_rc=$?
 fi
+# ember train on the GPU end to end: loader batches on the device, metrics,
+# evaluation, checkpoint; each step record must show exactly one host sync
+# (its read of the summed loss, docs/train.md "On a GPU").
+# Their logs go to build/device/check and, gathered, to $out/models.txt.
+work=build/device/check
+rm -rf "$work"
+mkdir -p "$work"
+train_rc=0
+for model in mlp resnet8; do
+    timeout 60 build/device/tools/ember train --model "$model" --data synthetic --device cuda \
+        --epochs 1 --limit 6400 --log-every 10 --workers 4 --out "$work/run-$model" \
+        > "$work/train_$model.txt" 2>&1 \
+    && python3 - "$work/run-$model/metrics.jsonl" >> "$work/train_$model.txt" 2>&1 <<'PY' \
+    || train_rc=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+steps = [r for r in rows if r["kind"] == "step"]
+epochs = [r for r in rows if r["kind"] == "epoch"]
+assert len(steps) == 5 and len(epochs) == 1, rows
+bad = [r for r in steps if r["host_syncs"] != 1]
+assert not bad, f"step records with host_syncs != 1: {bad}"
+print(f"metrics ok: {steps[-1]['samples_per_s']:.0f} samples/s, test accuracy {epochs[0]['test_acc']:.3f}")
+PY
+done
+# Training steps beside PyTorch's on the same GPU (ember train's loop on
+# synthetic data against PyTorch eager on a batch already on the GPU).
+steps_rc=0
+for model in mlp resnet8; do
+    for amp in off bf16; do
+        timeout 90 python3 bench/compare_pytorch.py step --device cuda --model "$model" --amp "$amp" \
+            --no-compile --rounds 3 --ember build/device/tools/ember --json \
+            > "$work/steps_${model}_$amp.json" 2> "$work/steps_${model}_$amp.err" || steps_rc=1
+    done
+done
+for f in "$work"/train_*.txt "$work"/steps_*; do echo "==> $f"; cat "$f"; done > "$out/models.txt"
 echo
 echo "== CUDA rows against PyTorch (ember ms / torch ms; below 1 is faster)"
 cat "$out/peer.txt" 2>/dev/null | head -70
+echo
+echo "== training steps against PyTorch on the same GPU (ms per step; x: PyTorch ms / ember ms, > 1: ember faster)"
+python3 - "$work" <<'PY'
+import json, os, sys
+print(f"{'model':9}{'precision':10}{'ember':>9}{'eager':>9}{'ch_last':>9}{'x eager':>9}{'x best':>8}{'data wait':>11}")
+for model in ("mlp", "resnet8"):
+    for amp in ("off", "bf16"):
+        path = os.path.join(sys.argv[1], f"steps_{model}_{amp}.json")
+        try:
+            r = json.load(open(path))
+        except (OSError, ValueError):
+            err = open(path[:-5] + ".err").read().strip().splitlines() if os.path.exists(path[:-5] + ".err") else []
+            print(f"{model:9}{'f32' if amp == 'off' else amp:10}  failed: {(err or ['no output'])[-1][:90]}")
+            continue
+        m = r["median_ms"]
+        cell = lambda k: f"{m[k]:9.3f}" if k in m else f"{'-':>9}"
+        print(f"{model:9}{'f32' if amp == 'off' else amp:10}{cell('ember')}{cell('eager')}{cell('channels_last')}"
+              f"{r['pytorch_eager_over_ember_time']:9.2f}{r['pytorch_over_ember_time']:8.2f}"
+              f"{100 * (r['ember_data_wait'] or 0):10.1f}%")
+PY
 echo
 echo "== summary (build $((built - start)) s)"
 echo "configure:  $(grep -E 'ember: cuDNN' "$out/configure.txt" | head -1)"
@@ -55,6 +114,9 @@ echo "gpu:        $(tail -1 "$out/gpu.txt")"
 echo "test_cuda:  rc=$tests_rc  $(grep -E 'test cases|All tests passed' "$out/test_cuda.txt" | tail -1)"
 echo "bench:      rc=$bench_rc  ($(grep -c '"family"' "$out/bench.json") rows in bench.json)"
 echo "torch peer: rc=$peer_rc"
+echo "train:      rc=$train_rc  $(grep -h 'metrics ok' "$work"/train_*.txt | tr '\n' ' ')"
+echo "vs torch:   rc=$steps_rc  (models.txt)"
 [ $tests_rc -ne 0 ] && grep -B3 -A12 'FAILED' "$out/test_cuda.txt" | head -60
 [ $bench_rc -ne 0 ] && tail -5 "$out/bench_err.txt"
+[ $train_rc -ne 0 ] && tail -n 8 "$work"/train_*.txt
 exit $tests_rc

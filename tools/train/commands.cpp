@@ -68,7 +68,8 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf(")\n");
     std::printf("  model       %s, %lld parameters\n", c.model.c_str(),
                 (long long)nn::parameter_count(*r.model));
-    std::printf("  data        Fashion-MNIST: %lld training, %lld test samples\n",
+    std::printf("  data        %s: %lld training, %lld test samples\n",
+                c.data == "synthetic" ? "synthetic (data::SyntheticDataset, seeded)" : "Fashion-MNIST",
                 (long long)r.data.train->size(), (long long)r.data.test->size());
     std::printf("  optimizer   %s, lr %g, weight decay %g, schedule %s%s\n", c.optimizer.c_str(),
                 effective_lr(c), effective_weight_decay(c), c.schedule.c_str(),
@@ -83,8 +84,12 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
                     std::thread::hardware_concurrency(), c.workers);
     } else {
         const CudaDeviceProperties p = cuda_device_properties(r.device.index);
-        std::printf("  device      %s, %s, %.1f GiB\n", r.device.str().c_str(), p.name.c_str(),
-                    double(p.total_memory) / double(1 << 30));
+        std::printf("  device      %s, %s, %.1f GiB; %s\n", r.device.str().c_str(), p.name.c_str(),
+                    double(p.total_memory) / double(1 << 30), cuda_versions().c_str());
+        // The switches that change f32 results or speed (docs/cuda.md).
+        std::printf("  kernels     TF32 %s, cuDNN benchmark %s, deterministic %s, %d loader workers\n",
+                    allow_tf32() ? "on" : "off", cudnn_benchmark() ? "on" : "off",
+                    cudnn_deterministic() ? "on" : "off", c.workers);
     }
     if (r.comm)
         std::printf("  ranks       %d (%s), batch %lld per rank, %lld in all\n", r.world_size(),

@@ -22,6 +22,7 @@ const std::vector<std::string> kModels = {"mlp", "resnet8"};
 const std::vector<std::string> kOptimizers = {"adamw", "adam", "sgd", "lamb", "lars"};
 const std::vector<std::string> kSchedules = {"onecycle", "cyclic", "cosine", "step", "constant"};
 const std::vector<std::string> kAmp = {"off", "bf16", "f16"};
+const std::vector<std::string> kData = {"fashion-mnist", "synthetic"};
 
 bool one_of(const std::string& v, const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), v) != names.end();
@@ -46,8 +47,10 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--model", c.model, "Reference model: " + joined(kModels))
         ->check(CLI::IsMember(kModels))
         ->capture_default_str();
-    app.add_option("--data", c.data, "Dataset: fashion-mnist")
-        ->check(CLI::IsMember({"fashion-mnist"}))
+    app.add_option("--data", c.data,
+                   "Dataset: fashion-mnist, or synthetic (seeded Fashion-MNIST-shaped samples "
+                   "computed on demand, no files: for smoke tests and GPU benchmarks)")
+        ->check(CLI::IsMember(kData))
         ->capture_default_str();
     app.add_option("--data-dir", c.data_dir,
                    "Folder with the dataset's files (default: $EMBER_DATA/fashion-mnist, else the "
@@ -139,6 +142,7 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.schedule, kSchedules), "--schedule: '", c.schedule, "' is not one of ",
                 joined(kSchedules));
     EMBER_CHECK(one_of(c.amp, kAmp), "--amp: '", c.amp, "' is not one of ", joined(kAmp));
+    EMBER_CHECK(one_of(c.data, kData), "--data: '", c.data, "' is not one of ", joined(kData));
     EMBER_CHECK(!c.lr || (*c.lr > 0 && std::isfinite(*c.lr)), "--lr must be positive, got ",
                 c.lr.value_or(0));
     EMBER_CHECK(!c.weight_decay || (*c.weight_decay >= 0 && std::isfinite(*c.weight_decay)),

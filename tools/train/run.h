@@ -16,7 +16,9 @@
 namespace ember::train {
 
 /// The training data of a configuration: Fashion-MNIST's train split (its
-/// first --limit samples) and its test split, from --data-dir.
+/// first --limit samples) and its test split, from --data-dir; or, with
+/// `--data synthetic`, 60,000 and 10,000 samples of data::SyntheticDataset
+/// under --seed, of the same shape, computed once into memory.
 struct Data {
     std::shared_ptr<const data::Dataset> train, test;
 };

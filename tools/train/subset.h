@@ -1,4 +1,5 @@
-// The first N samples of a dataset (`ember train --limit N`).
+// A contiguous run of a dataset's samples: the first N (`ember train --limit
+// N`), or the test split of `--data synthetic` (samples 60000..69999).
 #pragma once
 
 #include <memory>
@@ -7,10 +8,10 @@
 
 namespace ember::train {
 
-/// Samples 0..n-1 of `base`, unchanged.
+/// Samples offset..offset+n-1 of `base`, unchanged, as samples 0..n-1.
 class Subset : public data::Dataset {
   public:
-    Subset(std::shared_ptr<const data::Dataset> base, int64_t n);
+    Subset(std::shared_ptr<const data::Dataset> base, int64_t n, int64_t offset = 0);
     int64_t size() const override { return n_; }
     Shape sample_shape() const override { return base_->sample_shape(); }
     int64_t read(int64_t i, float* out) const override;
@@ -20,7 +21,7 @@ class Subset : public data::Dataset {
 
   private:
     std::shared_ptr<const data::Dataset> base_;
-    int64_t n_;
+    int64_t n_, offset_;
 };
 
 }  // namespace ember::train

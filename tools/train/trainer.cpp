@@ -86,6 +86,15 @@ void save_weights(const Run& run, const std::string& path) {
     nn::save(*run.model, path, {{"ember.model", run.config.model}});
 }
 
+// This thread's host synchronizations since the last call (the host-sync
+// counter, core/host_sync.h: item, at, to_vector, a blocking to(cpu) of a
+// CUDA tensor), summed; resets the counter. Always 0 on the CPU.
+int64_t take_host_syncs() {
+    int64_t n = 0;
+    for (const auto& [op, count] : host_syncs()) n += count;
+    return n;
+}
+
 }  // namespace
 
 // Whether to stop now. With --ddp every rank must stop at the same step (a
@@ -130,13 +139,16 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         Tensor loss_sum = zeros({}, {DType::f64, run.device});  // since the last log line
         Tensor epoch_sum = zeros({}, {DType::f64, run.device});
         int64_t logged = 0, epoch_batches = 0, epoch_samples = 0, window_samples = 0;
-        int64_t host_syncs = 0;
+        int64_t step_syncs = 0;  // the steps' host syncs set aside around a checkpoint
         auto window_start = Clock::now();
         // A step record: the mean loss since the last one (the one read of a
-        // device value per record), throughput, LR, waiting for data.
+        // device value per record), throughput, LR, waiting for data, and the
+        // host synchronizations the steps made since the last record, this
+        // read included, as the host-sync counter saw them (TIPS #8).
         auto write_log = [&] {
             const double loss_avg = rank_mean(loss_sum).item() / double(logged);
-            ++host_syncs;
+            const int64_t host_syncs = step_syncs + take_host_syncs();
+            step_syncs = 0;
             const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
             StepRecord r{pos.step,
                          epoch,
@@ -149,10 +161,11 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             if (metrics) metrics->step(r);
             if (progress) progress->log(r);
             loss_sum = zeros({}, {DType::f64, run.device});
-            logged = window_samples = host_syncs = 0;
+            logged = window_samples = 0;
             window_start = Clock::now();
         };
         run.model->train();
+        take_host_syncs();  // the last epoch's evaluation and checkpoint are not the steps'
         while (std::optional<data::Batch> batch = run.loader->next()) {
             const int64_t b = batch->index;
             const int64_t group_start = b / c.accumulate * c.accumulate;
@@ -190,9 +203,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
                     run.scaler->unscale_(*run.optimizer);
                     optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
                 }
-                applied = run.scaler->step(*run.optimizer);
+                applied = run.scaler->step(*run.optimizer);  // reads the found-inf flag
                 run.scaler->update();
-                ++host_syncs;  // the found-inf flag is read
             } else {
                 if (c.clip_grad > 0) optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
                 run.optimizer->step();
@@ -205,8 +217,11 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
 
             if (pos.step % c.log_every == 0) write_log();
             if (progress) progress->tick(pos.step);
-            if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead())
+            if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead()) {
+                step_syncs += take_host_syncs();
                 save_checkpoint(run_dir, run, pos);
+                take_host_syncs();  // the checkpoint's reads of the weights are not the steps'
+            }
             if (stop_agreed(run, signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after))) {
                 if (progress) progress->end_line();
                 if (run.lead()) save_checkpoint(run_dir, run, pos);
