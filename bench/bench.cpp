@@ -159,6 +159,8 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--warmup", o.warmup, "Untimed runs first")->check(CLI::Range(0, 100));
     app.add_flag("--json", o.json, "Print JSON instead of a table");
     app.add_flag("--quick", o.quick, "Small shapes (a smoke test, not a measurement)");
+    app.add_flag("--breakdown", o.breakdown,
+                 "train: the step's time op by op (each conv and GEMM against the GEMM peak)");
 }
 
 int run(const Options& o) {

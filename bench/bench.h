@@ -23,6 +23,7 @@ struct Options {
     int warmup = 2;
     bool json = false;
     bool quick = false;  // smaller shapes, for smoke tests
+    bool breakdown = false;  // train family: each op's share of the step too
 };
 
 /// One line of the report.

@@ -5,6 +5,9 @@
 // copies and graph bookkeeping. Target for mlp at batch 256: <= 1.3x.
 // FLOPs count the GEMMs only: 2·B·in·out per linear for the forward, the
 // weight gradient and (not for the first layer) the input gradient.
+// --breakdown adds the step op by op (kernels/profile.h), each conv's and
+// GEMM's rate against the GEMM peak measured in the same run.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -51,6 +54,55 @@ std::string mb(size_t bytes) {
     return buf;
 }
 
+// The GEMM peak for the breakdown: ember's f32 matmul at 1024³ (256³ when
+// quick), measured now.
+double gemm_peak_gflops(const Options& o) {
+    const int64_t side = o.quick ? 256 : 1024;
+    const Tensor a = randn({side, side}), b = randn({side, side});
+    const double ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
+    return 2.0 * double(side * side * side) / ms / 1e6;
+}
+
+// `--breakdown`: o.repeats steps under the op profiler (kernels/profile.h),
+// one row per op and signature with its time per step, slowest first; ops
+// with FLOPs (convs, GEMMs) against the GEMM peak. Ops under 0.5 % of the
+// step are summed into one row; what no op accounts for (autograd's
+// bookkeeping, allocation, the Python-free glue) is the last row.
+void report_breakdown(const char* model_name, nn::Module& model, const Tensor& x, const Tensor& y,
+                      double peak, const Options& o, Report& report) {
+    train_step(model, x, y);  // warm: caches, the allocator's pools
+    kernels::OpProfiler prof;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.repeats; ++i) train_step(model, x, y);
+    const double step_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.repeats;
+    const std::string prefix = std::string(model_name) + " | ";
+    double small_s = 0;
+    int small_n = 0;
+    for (const kernels::OpTime& r : prof.rows()) {
+        const double s = r.seconds / o.repeats;
+        if (s < 0.005 * step_s) {
+            small_s += s;
+            small_n += 1;
+            continue;
+        }
+        char note[96];
+        std::snprintf(note, sizeof note, "%.1f%% of the step; %lld call(s)/step",
+                      100.0 * s / step_s, static_cast<long long>(r.calls / o.repeats));
+        const double gflops = r.flops > 0 ? r.flops / r.seconds / 1e9 : -1;
+        report.add({"train", prefix + r.name, r.signature, s * 1e3, -1, gflops,
+                    gflops > 0 ? gflops / peak : -1,
+                    gflops > 0 ? limit_label("GEMM peak", peak, "GFLOP/s") : "", note});
+    }
+    char note[96];
+    std::snprintf(note, sizeof note, "%d signature(s), each under 0.5%% of the step", small_n);
+    report.add({"train", prefix + "other ops", "", small_s * 1e3, -1, -1, -1, "", note});
+    const double outside = step_s - prof.total_seconds() / o.repeats;
+    std::snprintf(note, sizeof note, "%.1f%% of the step: autograd, allocation, glue",
+                  100.0 * outside / step_s);
+    report.add({"train", prefix + "outside ops", "", outside * 1e3, -1, -1, -1, "", note});
+}
+
 // Times the step and the GEMMs; adds the two rows.
 void report_pair(const char* model_name, const std::string& shape, nn::Module& model,
                  const Tensor& x, const Tensor& y, const std::function<void()>& gemms,
@@ -73,6 +125,7 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
                 limit_label("GEMMs alone", gemm_ms, "ms"), ratio});
     report.add({"train", std::string(model_name) + " GEMMs alone", shape, gemm_ms, -1,
                 gemm_flops / gemm_ms / 1e6, -1, "", ""});
+    if (o.breakdown) report_breakdown(model_name, model, x, y, gemm_peak_gflops(o), o, report);
 }
 
 void run_mlp(const Options& o, Report& report) {

@@ -3,6 +3,7 @@
 // of a batch to its device.
 #include "data/loader.h"
 
+#include "core/cuda_context.h"
 #include "core/cuda_stream.h"
 
 #include <unistd.h>
@@ -30,7 +31,10 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // overlaps whatever the GPU is still computing (TIPS #3). The staging slot
 // must not be refilled while its copy may still be reading it: the host batch
 // is kept until the next call, which first waits for the previous copy's
-// event (long done by then: a training step ran in between).
+// event (long done by then: a training step ran in between). The batch's
+// device memory is allocated for the copy stream, which writes it, and then
+// recorded as used on the consumer's stream (record_stream), so the cache
+// does not hand it out again before the consumer's work on it is done.
 
 // Refuses a staging ring (inputs f32 and targets i64 for `rows` samples of
 // `numel` values, `slots` times) that overflows or exceeds the machine's
@@ -77,15 +81,26 @@ struct DeviceTransfer {
             in_flight = Batch();  // its staging slot may now be refilled
         }
         Batch out;
-        out.input = empty(host.input.shape(), {host.input.dtype(), device});
-        out.target = empty(host.target.shape(), {host.target.dtype(), device});
+        const StreamRef consumer = current_stream(device);
+        {
+            // Allocated for the copy stream, which writes them: memory the
+            // cache hands out for the consumer's stream may still be read by
+            // work queued there, which the copy stream would not wait for.
+            const StreamGuard on_copy_stream(stream.ref());
+            out.input = empty(host.input.shape(), {host.input.dtype(), device});
+            out.target = empty(host.target.shape(), {host.target.dtype(), device});
+        }
         for (auto [dst, src] : {std::pair{&out.input, &host.input}, {&out.target, &host.target}})
             stream.copy_async(dst->data_ptr(), src->data_ptr(),
                               size_t(src->numel() * src->element_size()));
         done.record(stream.ref());
         // The consumer's current stream — where its kernels on the batch
-        // will queue — waits for the copies; the host does not.
-        done.wait(current_stream(device));
+        // will queue — waits for the copies; the host does not. Its use is
+        // recorded, so the blocks are not reused before that work is done.
+        done.wait(consumer);
+        CudaContext& ctx = CudaContext::of(device);
+        ctx.record_stream(out.input.storage()->data(), consumer);
+        ctx.record_stream(out.target.storage()->data(), consumer);
         out.index = host.index;
         out.epoch = host.epoch;
         in_flight = std::move(host);

@@ -14,6 +14,7 @@
 #include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
+#include "kernels/profile.h"
 #include "kernels/reduce.h"
 #include "kernels/shape_ops.h"
 #include "kernels/softmax.h"

@@ -23,6 +23,14 @@ std::string describe(const OpCall& call) {
     return s + ")";
 }
 
+void run_profiled(OpProfiler& prof, const OpCall& call, StreamRef stream,
+                  const std::function<void()>& launch) {
+    prof.time(call, [&] {
+        launch();
+        synchronize(stream);
+    });
+}
+
 void unsupported_device(const char* op, Device d) {
     if (d.is_cuda() && !cuda_built())
         EMBER_FAIL(op, ": tensor is on ", d, " but ember was built without CUDA");

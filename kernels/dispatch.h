@@ -9,8 +9,8 @@
 // dispatch() opens the op scope and runs the entry point of the call's
 // device: on CUDA with the device made current (DeviceGuard) and this
 // thread's current stream of that device. It is the only place in kernels/
-// that names EMBER_WITH_CUDA, and the one place where the profiler's range
-// and the sync-debug check live (one branch each when off). See
+// that names EMBER_WITH_CUDA, and the one place where the profiler
+// (kernels/profile.h) and the sync-debug check live (one branch each when off). See
 // docs/architecture.md, "One op, end to end".
 #pragma once
 
@@ -20,6 +20,7 @@
 
 #include "core/cuda_context.h"
 #include "core/tensor.h"
+#include "kernels/profile.h"
 
 namespace ember::kernels {
 
@@ -54,6 +55,10 @@ inline constexpr NoKernel no_kernel{};
 /// turns any error — of the launch itself, an asynchronous CUDA error, a
 /// raised error flag — into an ember::Error naming the call.
 void run_sync_debug(const OpCall& call, StreamRef stream, const std::function<void()>& launch);
+/// A CUDA op under an OpProfiler: times `launch` and a synchronization of
+/// `stream` after it (kernels/profile.h).
+void run_profiled(OpProfiler& prof, const OpCall& call, StreamRef stream,
+                  const std::function<void()>& launch);
 
 // Note [CUDA entry points as generic lambdas]
 // The CUDA entry point is written `[&](auto stream) { cuda::op(..., stream); }`.
@@ -69,7 +74,10 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
     switch (call.device.type) {
         case DeviceType::cpu:
             if constexpr (!std::is_same_v<std::decay_t<Cpu>, NoKernel>) {
-                on_cpu();
+                if (OpProfiler* prof = OpProfiler::active()) [[unlikely]]
+                    prof->time(call, on_cpu);
+                else
+                    on_cpu();
                 return;
             }
             break;
@@ -80,6 +88,8 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
                 const StreamRef stream = current_stream(call.device);
                 if (sync_debug()) [[unlikely]]
                     run_sync_debug(call, stream, [&] { on_cuda(stream); });
+                else if (OpProfiler* prof = OpProfiler::active()) [[unlikely]]
+                    run_profiled(*prof, call, stream, [&] { on_cuda(stream); });
                 else
                     on_cuda(stream);
                 return;

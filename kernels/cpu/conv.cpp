@@ -15,6 +15,8 @@
 //          fewer items than threads, Eigen threads each GEMM instead.
 // perf:    depthwise (O/G = 1) is a GEMV per tile, far below the GEMM rate;
 //          a direct loop would serve it better if a model needs it.
+// Small channel counts (f32) take the direct kernel instead:
+//          kernels/cpu/conv_direct.cpp, where direct::fits says so.
 // Backward: kernels/cpu/conv_backward.cpp; im2col: kernels/cpu/im2col.h.
 // Test: tests/kernels/test_conv.cpp; benchmark: bench/conv.cpp ("conv" family).
 #include "kernels/cpu/conv.h"
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
 
@@ -91,6 +94,10 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
             const void* bias, void* out) {
     switch (dtype) {
         case DType::f32:
+            if (direct::fits(s, direct::Pass::forward))
+                return direct::forward(s, static_cast<const float*>(input),
+                                       static_cast<const float*>(weight),
+                                       static_cast<const float*>(bias), static_cast<float*>(out));
             return run(s, static_cast<const float*>(input), static_cast<const float*>(weight),
                        static_cast<const float*>(bias), static_cast<float*>(out));
         case DType::f64:

@@ -33,6 +33,8 @@
 // perf:    one image with one group gives grad_input only ⌈(C/G)·kH·kW / chunk⌉
 //          items (a split over tiles would need partial planes: windows of
 //          neighbouring tiles overlap), leaving threads idle beyond that.
+// Small channel counts (f32) take the direct kernels where direct::fits
+//          says so: kernels/cpu/conv_direct.cpp.
 // Forward: kernels/cpu/conv.cpp. Test: tests/kernels/test_conv_backward.cpp;
 // benchmark: bench/conv.cpp ("conv" family).
 #include <omp.h>
@@ -42,6 +44,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
 
@@ -227,10 +230,23 @@ void run(const Conv2dShape& s, const T* dy, const T* in, const T* wt, T* dx, T* 
 void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, const void* input,
                      const void* weight, void* grad_input, void* grad_weight, void* grad_bias) {
     switch (dtype) {
-        case DType::f32:
-            return run(s, static_cast<const float*>(grad_out), static_cast<const float*>(input),
-                       static_cast<const float*>(weight), static_cast<float*>(grad_input),
-                       static_cast<float*>(grad_weight), static_cast<float*>(grad_bias));
+        case DType::f32: {
+            const auto* dy = static_cast<const float*>(grad_out);
+            const auto* x = static_cast<const float*>(input);
+            const auto* w = static_cast<const float*>(weight);
+            auto* dx = static_cast<float*>(grad_input);
+            auto* dw = static_cast<float*>(grad_weight);
+            // Small channel counts: the direct kernels (kernels/cpu/conv_direct.cpp).
+            if (dx && direct::fits(s, direct::Pass::grad_input)) {
+                direct::grad_input(s, dy, w, dx);
+                dx = nullptr;
+            }
+            if (dw && direct::fits(s, direct::Pass::grad_weight)) {
+                direct::grad_weight(s, dy, x, dw);
+                dw = nullptr;
+            }
+            return run(s, dy, x, w, dx, dw, static_cast<float*>(grad_bias));
+        }
         case DType::f64:
             return run(s, static_cast<const double*>(grad_out), static_cast<const double*>(input),
                        static_cast<const double*>(weight), static_cast<double*>(grad_input),

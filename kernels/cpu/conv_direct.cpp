@@ -1,0 +1,470 @@
+// CPU direct conv2d for small channel counts: forward, grad_input and
+// grad_weight on register tiles, no im2col matrix (kernels/cpu/conv_direct.h).
+//
+// Layout: each image is copied into "planes": the zero-padded input split by
+//   stride phase, plane (a, b)[c][u·Wv + v] = in[c][u·sh + a − ph][v·sw + b − pw]
+//   (sh·sw planes; one for stride 1). Tap (i, j) of the kernel reads plane
+//   (i·dh mod sh, j·dw mod sw) at offset ⌊i·dh/sh⌋·Wv + ⌊j·dw/sw⌋ from output
+//   position q = oy·Wv + ox, so every tap is a unit-stride run of q: the
+//   output is computed over this "virtual" row width Wv ≥ OW, the columns
+//   past OW (and the tail past OH·Wv) are computed and dropped. Waste: the
+//   padding columns, (Wv − OW) / Wv — 7 % at 28×28, 22 % at 7×7.
+// Math:
+//   forward      out[o][q]  = Σ_taps Σ_c w[o][c][tap] · plane_tap[c][q + off_tap]
+//   grad_input   plane_p[c][q] = Σ_{taps of plane p} Σ_o w[o][c][tap] · dy[o][q − off_tap]
+//                (the adjoint as a gather: each plane of the input's layout
+//                from grad_out in the virtual layout behind zeros, so the
+//                reads before the first row or past a row's end find zeros;
+//                then back into [C, H, W], padding positions dropped)
+//   grad_weight  dw[o][c][tap] = Σ_images Σ_(oy, ox) dy[o][oy][ox] ·
+//                  plane_tap[c][oy·Wv + ox + off_tap]
+//                over the real outputs only, with the planes and grad_out
+//                channel-last ([position][C], [pixel][O]) per chunk of images
+// Tiles: forward and grad_input keep an 8 × (16·X) block of outputs in 8·X
+//   vector registers (X = 1..3 pixel vectors, chosen to waste the fewest
+//   positions): per channel step X vector loads and 8 broadcast weights
+//   for 8·X FMAs. grad_weight keeps R input channels × V vectors of 16
+//   output channels (R·V ≤ 24) for the whole chunk: per pixel V vector loads
+//   of grad_out and R broadcasts of the planes for R·V FMAs, no sum across
+//   lanes; a one-channel input (a stem) takes a kernel row's taps as its R.
+// Cost: 2·N·O·OH·OW·C·kH·kW FLOPs per pass (forward and grad_input also
+//   compute the dropped columns). Per image the planes (C·Hv·Wv·sh·sw floats)
+//   and the output stay in L2; a grad_weight chunk is sized to (kChunkBytes).
+//   Weights are repacked once per call ([tap][c][o] or [tap][o][c]).
+// Threads: forward and grad_input split the images; grad_weight splits the
+//   batch into chunks of images (chunk_images: from the sizes alone), each
+//   writing its own partial, and adds the partials in chunk order:
+//   bit-identical for any thread count. Summation order differs from the
+//   im2col path's.
+// perf (`ember bench train --breakdown`, 2 threads): resnet8's 3×3 convs at
+//   70–100 % of the same-run GEMM peak in each pass; 1×1 convs stay on im2col.
+// Test: tests/kernels/test_conv_direct.cpp; benchmark: `ember bench conv train`.
+#include "kernels/cpu/conv_direct.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ember::kernels::cpu::direct {
+
+namespace {
+
+using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
+constexpr int64_t kLanes = 16;
+constexpr int kRows = 8;  // output (forward) or input (grad_input) channels per tile
+constexpr int kMaxX = 3;  // pixel vectors per tile
+constexpr int kAcc = 24;  // accumulator registers of a grad_weight tile
+constexpr int64_t kChunkBytes = 768 << 10;              // a grad_weight chunk's data: within L2
+constexpr int64_t kParallelMinWork = int64_t(1) << 18;  // multiply-adds
+
+inline vec load(const float* p) {
+    vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
+
+// ---- Micro-kernels ----
+
+// acc[r][x] = Σ_t Σ_{c<k} w[t·wtap + c·ldw + r] · base[tap[t] + c·kstride + 16x],
+// then out[r·ostride + 16x] = acc (add: +=). Forward: rows are output
+// channels, taps the kernel's; grad_input: rows are input channels, one tap.
+template <int X>
+void gather_tile(const float* base, const int64_t* tap, int64_t taps, int64_t k, int64_t kstride,
+                 const float* w, int64_t wtap, int64_t ldw, float* out, int64_t ostride, bool add) {
+    vec acc[kRows][X] = {};
+    for (int64_t t = 0; t < taps; ++t) {
+        const float* a = base + tap[t];
+        const float* b = w + t * wtap;
+        for (int64_t c = 0; c < k; ++c, a += kstride, b += ldw) {
+            vec xv[X];
+#pragma GCC unroll 4
+            for (int x = 0; x < X; ++x) xv[x] = load(a + kLanes * x);
+#pragma GCC unroll 8
+            for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+                for (int x = 0; x < X; ++x) acc[r][x] += b[r] * xv[x];
+        }
+    }
+    for (int r = 0; r < kRows; ++r)
+        for (int x = 0; x < X; ++x) {
+            float* o = out + r * ostride + kLanes * x;
+            store(o, add ? load(o) + acc[r][x] : acc[r][x]);
+        }
+}
+
+// For images m < images, output rows oy < oh and columns ox < ow (pixel
+// p = oy·ow + ox, plane position oy·wv + ox):
+//   acc[r][v] = Σ x[m·x_image + (oy·wv + ox)·cs + r] · dy[m·dy_image + p·ds + 16v]
+// — R channels of the planes (broadcast) times V vectors of output channels
+// of grad_out, both channel-last — then out[r·ldo + 16v] = acc.
+template <int V, int R>
+void weight_tile(const float* dy, int64_t ds, int64_t dy_image, const float* x, int64_t cs,
+                 int64_t x_image, int64_t images, int64_t oh, int64_t ow, int64_t wv, float* out,
+                 int64_t ldo) {
+    vec acc[R][V] = {};
+    for (int64_t m = 0; m < images; ++m) {
+        const float* d = dy + m * dy_image;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+            const float* xr = x + m * x_image + oy * wv * cs;
+            for (int64_t ox = 0; ox < ow; ++ox, xr += cs, d += ds) {
+                vec dv[V];
+#pragma GCC unroll 4
+                for (int v = 0; v < V; ++v) dv[v] = load(d + kLanes * v);
+#pragma GCC unroll 24
+                for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+                    for (int v = 0; v < V; ++v) acc[r][v] += xr[r] * dv[v];
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) store(out + r * ldo + kLanes * v, acc[r][v]);
+}
+
+using GatherFn = decltype(&gather_tile<1>);
+constexpr std::array<GatherFn, kMaxX> kGather = {&gather_tile<1>, &gather_tile<2>, &gather_tile<3>};
+// weight_tile<V, R> for R = 1 .. kAcc / V, indexed by R − 1.
+using WeightFn = decltype(&weight_tile<1, 1>);
+template <int V, int... R>
+constexpr std::array<WeightFn, sizeof...(R)> weight_tiles(std::integer_sequence<int, R...>) {
+    return {&weight_tile<V, R + 1>...};
+}
+constexpr auto kWeight1 = weight_tiles<1>(std::make_integer_sequence<int, kAcc>{});
+constexpr auto kWeight2 = weight_tiles<2>(std::make_integer_sequence<int, kAcc / 2>{});
+constexpr auto kWeight4 = weight_tiles<4>(std::make_integer_sequence<int, kAcc / 4>{});
+
+// ---- Geometry: planes, taps, tiles (from the sizes alone) ----
+
+// For q positions: the gather tile width in vectors that wastes the fewest
+// positions (the wider on a tie), and q rounded up to whole tiles of it.
+std::pair<int64_t, int64_t> tiles_for(int64_t q) {
+    std::pair<int64_t, int64_t> best{kMaxX, -1};
+    for (int64_t x = kMaxX; x >= 1; --x) {
+        const int64_t pad = (q + kLanes * x - 1) / (kLanes * x) * (kLanes * x);
+        if (best.second < 0 || pad < best.second) best = {x, pad};
+    }
+    return best;
+}
+
+struct Geometry {
+    int64_t planes, hv, wv;  // sh·sw planes of Hv × Wv
+    int64_t q;               // OH·Wv virtual output positions
+    int64_t x;               // pixel vectors per gather tile
+    int64_t qpad;            // q rounded up to whole gather tiles (≥ whole vectors)
+    int64_t ps;              // elements per plane channel: positions read past qpad included
+    int64_t taps;
+    std::vector<int64_t> plane, off;  // per tap: its plane and offset in it
+    std::vector<char> used;           // per plane: read by some tap
+};
+
+Geometry make_geometry(const Conv2dShape& s) {
+    Geometry g;
+    g.planes = s.sh * s.sw;
+    g.hv = (s.h + 2 * s.ph + s.sh - 1) / s.sh;
+    g.wv = (s.w + 2 * s.pw + s.sw - 1) / s.sw;
+    g.q = s.oh * g.wv;
+    g.taps = s.kh * s.kw;
+    g.used.assign(size_t(g.planes), 0);
+    int64_t max_off = 0;
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t di = i * s.dh, dj = j * s.dw;
+            g.plane.push_back((di % s.sh) * s.sw + dj % s.sw);
+            g.off.push_back(di / s.sh * g.wv + dj / s.sw);
+            g.used[size_t(g.plane.back())] = 1;
+            max_off = std::max(max_off, g.off.back());
+        }
+    std::tie(g.x, g.qpad) = tiles_for(g.q);
+    const int64_t need = std::max(g.hv * g.wv, g.qpad + max_off);
+    g.ps = (need + kLanes - 1) / kLanes * kLanes;
+    return g;
+}
+
+// Plane columns v of phase b whose input column v·sw + b − pw lies in [0, W): [v0, v1).
+void inside_columns(const Conv2dShape& s, const Geometry& g, int64_t b, int64_t* v0, int64_t* v1) {
+    *v0 = std::max<int64_t>(0, (s.pw - b + s.sw - 1) / s.sw);
+    *v1 = std::max(*v0, std::min(g.wv, (s.w + s.pw - b + s.sw - 1) / s.sw));
+}
+
+// The image in [C, H, W] into its planes: plane p's channel c at
+// planes + p·pstride + c·cstride, g.ps elements each; only the planes that
+// taps read. Zero outside the input and past Hv·Wv.
+void to_planes(const Conv2dShape& s, const Geometry& g, const float* in, float* planes,
+               int64_t pstride, int64_t cstride) {
+    for (int64_t p = 0; p < g.planes; ++p) {
+        if (!g.used[size_t(p)]) continue;
+        const int64_t a = p / s.sw, b = p % s.sw;
+        int64_t v0, v1;
+        inside_columns(s, g, b, &v0, &v1);
+        for (int64_t c = 0; c < s.c; ++c) {
+            float* dst = planes + p * pstride + c * cstride;
+            std::fill(dst, dst + g.ps, 0.0f);
+            for (int64_t u = 0; u < g.hv; ++u) {
+                const int64_t iy = u * s.sh + a - s.ph;
+                if (iy < 0 || iy >= s.h) continue;
+                const float* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
+                float* row = dst + u * g.wv;
+                for (int64_t v = v0; v < v1; ++v) row[v] = src[(v - v0) * s.sw];
+            }
+        }
+    }
+}
+
+// Threads for `items` pieces of `work` multiply-adds.
+int team_size(int64_t items, int64_t work) {
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (threads <= 1 || items <= 1 || work < kParallelMinWork) return 1;
+    return int(std::min<int64_t>(threads, items));
+}
+
+// Calls body(item, thread) for items [0, items) on `team` threads.
+template <class F>
+void for_items(int64_t items, int team, F&& body) {
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int64_t i = 0; i < items; ++i) body(i, omp_get_thread_num());
+}
+
+// grad_out of one image [O, OH, OW] into the virtual layout of row width
+// wv: channel o's `len` elements at v + o·ds, position oy·wv + ox at
+// v[o·ds + front + oy·wv + ox]; zero everywhere else.
+void to_virtual(const Conv2dShape& s, int64_t wv, const float* dy, int64_t front, int64_t len,
+                int64_t ds, float* v) {
+    for (int64_t o = 0; o < s.o; ++o) {
+        float* dst = v + o * ds;
+        std::fill(dst, dst + len, 0.0f);
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            std::copy(dy + (o * s.oh + oy) * s.ow, dy + (o * s.oh + oy + 1) * s.ow,
+                      dst + front + oy * wv);
+    }
+}
+
+// Images per grad_weight chunk: as many as keep the chunk's planes and
+// grad_out within L2 (kChunkBytes), then evened out so that the chunk count
+// is a multiple of 8 (whole rounds for 2, 4 or 8 threads). From the sizes alone.
+int64_t chunk_images(const Conv2dShape& s, size_t floats_per_image) {
+    const int64_t fit =
+        std::max<int64_t>(1, kChunkBytes / int64_t(floats_per_image * sizeof(float)));
+    const int64_t m = std::max<int64_t>(1, std::min(fit, s.n));
+    if (s.n < 8) return m;
+    const int64_t chunks = ((s.n + m - 1) / m + 7) / 8 * 8;
+    return (s.n + chunks - 1) / chunks;
+}
+
+// The image in [C, H, W] into channel-last planes: plane p at dst + p·pstride,
+// position u·Wv + v's C channels adjacent; only the planes that taps read,
+// zero outside the input.
+void to_planes_last(const Conv2dShape& s, const Geometry& g, const float* in, float* dst,
+                    int64_t pstride) {
+    for (int64_t p = 0; p < g.planes; ++p) {
+        if (!g.used[size_t(p)]) continue;
+        const int64_t a = p / s.sw, b = p % s.sw;
+        int64_t v0, v1;
+        inside_columns(s, g, b, &v0, &v1);
+        float* plane = dst + p * pstride;
+        std::fill(plane, plane + g.hv * g.wv * s.c, 0.0f);
+        for (int64_t u = 0; u < g.hv; ++u) {
+            const int64_t iy = u * s.sh + a - s.ph;
+            if (iy < 0 || iy >= s.h) continue;
+            for (int64_t c = 0; c < s.c; ++c) {
+                const float* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
+                float* row = plane + u * g.wv * s.c + c;
+                for (int64_t v = v0; v < v1; ++v) row[v * s.c] = src[(v - v0) * s.sw];
+            }
+        }
+    }
+}
+
+int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
+
+}  // namespace
+
+bool fits(const Conv2dShape& s, Pass pass) {
+    // 1×1 kernels: im2col's GEMM reads the input in place (stride 1) or
+    // gathers little (strided), and is as fast.
+    if (s.groups != 1 || s.kh * s.kw == 1 || s.c > kMaxChannels || s.o > kMaxChannels) return false;
+    switch (pass) {
+        case Pass::forward:
+            return s.o % kRows == 0;
+        case Pass::grad_weight:
+            return s.o % kLanes == 0;
+        case Pass::grad_input:
+            return s.c % kRows == 0;
+    }
+    return false;
+}
+
+void forward(const Conv2dShape& s, const float* in, const float* weight, const float* bias,
+             float* out) {
+    const Geometry g = make_geometry(s);
+    // wp[t][c][o] = weight[o][c][t]: a tile's 8 weights of one (tap, channel) are adjacent.
+    std::vector<float> wp(size_t(g.taps * s.c * s.o));
+    for (int64_t o = 0; o < s.o; ++o)
+        for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t t = 0; t < g.taps; ++t)
+                wp[size_t((t * s.c + c) * s.o + o)] = weight[(o * s.c + c) * g.taps + t];
+    std::vector<int64_t> tap(size_t(g.taps));
+    for (int64_t t = 0; t < g.taps; ++t)
+        tap[size_t(t)] = g.plane[size_t(t)] * s.c * g.ps + g.off[size_t(t)];
+
+    const int team = team_size(s.n, macs(s));
+    const size_t plane_size = size_t(g.planes * s.c * g.ps), out_size = size_t(s.o * g.qpad);
+    std::vector<float> scratch((plane_size + out_size) * size_t(team));
+    const GatherFn tile = kGather[size_t(g.x - 1)];
+    const int64_t ohw = s.oh * s.ow;
+    for_items(s.n, team, [&](int64_t n, int thread) {
+        float* planes = scratch.data() + (plane_size + out_size) * size_t(thread);
+        float* y = planes + plane_size;  // [O][qpad]
+        to_planes(s, g, in + n * s.c * s.h * s.w, planes, s.c * g.ps, g.ps);
+        for (int64_t q0 = 0; q0 < g.qpad; q0 += kLanes * g.x)
+            for (int64_t o0 = 0; o0 < s.o; o0 += kRows)
+                tile(planes + q0, tap.data(), g.taps, s.c, g.ps, wp.data() + o0, s.c * s.o, s.o,
+                     y + o0 * g.qpad + q0, g.qpad, false);
+        float* dst = out + n * s.o * ohw;
+        for (int64_t o = 0; o < s.o; ++o) {
+            const float b = bias ? bias[o] : 0.0f;
+            for (int64_t oy = 0; oy < s.oh; ++oy) {
+                const float* src = y + o * g.qpad + oy * g.wv;
+                float* row = dst + o * ohw + oy * s.ow;
+                for (int64_t ox = 0; ox < s.ow; ++ox) row[ox] = src[ox] + b;
+            }
+        }
+    });
+}
+
+void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight,
+                float* grad_input) {
+    const Geometry g = make_geometry(s);
+    // The taps grouped by the plane they read: plane p's are order[first[p] .. first[p + 1]).
+    std::vector<int64_t> first(size_t(g.planes + 1), 0), order;
+    for (int64_t t = 0; t < g.taps; ++t) first[size_t(g.plane[size_t(t)] + 1)] += 1;
+    for (int64_t p = 0; p < g.planes; ++p) first[size_t(p + 1)] += first[size_t(p)];
+    for (int64_t p = 0; p < g.planes; ++p)
+        for (int64_t t = 0; t < g.taps; ++t)
+            if (g.plane[size_t(t)] == p) order.push_back(t);
+    // wt[k][o][c] = weight[o][c][order[k]]; back[k]: where tap order[k] reads
+    // grad_out, relative to the plane position it writes (the negated offset).
+    std::vector<float> wt(size_t(g.taps * s.o * s.c));
+    std::vector<int64_t> back(size_t(g.taps));
+    int64_t front = 0;
+    for (int64_t k = 0; k < g.taps; ++k) {
+        const int64_t t = order[size_t(k)];
+        back[size_t(k)] = -g.off[size_t(t)];
+        front = std::max(front, g.off[size_t(t)]);
+        for (int64_t o = 0; o < s.o; ++o)
+            for (int64_t c = 0; c < s.c; ++c)
+                wt[size_t((k * s.o + o) * s.c + c)] = weight[(o * s.c + c) * g.taps + t];
+    }
+    // Each plane's Hv·Wv positions in whole tiles; grad_out in the virtual
+    // layout behind `front` zeros, long enough for every read.
+    const auto [x, qp] = tiles_for(g.hv * g.wv);
+    const int64_t ds = front + std::max(qp, g.q);
+
+    const int team = team_size(s.n, macs(s));
+    const size_t plane_size = size_t(g.planes * s.c * qp), dy_size = size_t(s.o * ds);
+    std::vector<float> scratch((plane_size + dy_size) * size_t(team));
+    const GatherFn tile = kGather[size_t(x - 1)];
+    const int64_t hw = s.h * s.w;
+    for_items(s.n, team, [&](int64_t n, int thread) {
+        float* planes = scratch.data() + (plane_size + dy_size) * size_t(thread);
+        float* dy = planes + plane_size;
+        to_virtual(s, g.wv, grad_out + n * s.o * s.oh * s.ow, front, ds, ds, dy);
+        for (int64_t p = 0; p < g.planes; ++p) {
+            const int64_t k0 = first[size_t(p)], taps = first[size_t(p + 1)] - k0;
+            if (taps == 0) continue;  // no tap reads it: zero, written below
+            for (int64_t q0 = 0; q0 < qp; q0 += kLanes * x)
+                for (int64_t c0 = 0; c0 < s.c; c0 += kRows)
+                    tile(dy + front + q0, back.data() + k0, taps, s.o, ds,
+                         wt.data() + k0 * s.o * s.c + c0, s.o * s.c, s.c,
+                         planes + (p * s.c + c0) * qp + q0, qp, false);
+        }
+        // Back to [C, H, W]: input pixel (u·sh + a − ph, v·sw + b − pw) is plane (a, b)'s (u, v).
+        float* dx = grad_input + n * s.c * hw;
+        for (int64_t p = 0; p < g.planes; ++p) {
+            const int64_t a = p / s.sw, b = p % s.sw;
+            const bool read = first[size_t(p + 1)] > first[size_t(p)];
+            int64_t v0, v1;
+            inside_columns(s, g, b, &v0, &v1);
+            for (int64_t c = 0; c < s.c; ++c) {
+                const float* src = planes + (p * s.c + c) * qp;
+                for (int64_t u = 0; u < g.hv; ++u) {
+                    const int64_t iy = u * s.sh + a - s.ph;
+                    if (iy < 0 || iy >= s.h) continue;
+                    float* row = dx + c * hw + iy * s.w + (v0 * s.sw + b - s.pw);
+                    for (int64_t v = v0; v < v1; ++v)
+                        row[(v - v0) * s.sw] = read ? src[u * g.wv + v] : 0.0f;
+                }
+            }
+        }
+    });
+}
+
+void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, float* grad_weight) {
+    const Geometry g = make_geometry(s);
+    const int64_t ohw = s.oh * s.ow, size = s.o * s.c * g.taps;
+    // Per image: channel-last planes [plane][Hv·Wv][C] and grad_out [OH·OW][O].
+    const int64_t plane_size = g.planes * g.hv * g.wv * s.c, dy_size = ohw * s.o;
+    const int64_t images = chunk_images(s, size_t(plane_size + dy_size));
+    const int64_t chunks = (s.n + images - 1) / images;
+    // Output channels per tile in vectors (1, 2 or 4), channels per tile.
+    const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kAcc / v;
+    const WeightFn* table = v == 4 ? kWeight4.data() : v == 2 ? kWeight2.data() : kWeight1.data();
+
+    // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk
+    // order into grad_weight's [o][c][tap] at the end.
+    std::vector<float> partials(size_t(chunks * size));
+    const int team = team_size(chunks, macs(s));
+    const size_t per_thread = size_t((plane_size + dy_size) * images);
+    std::vector<float> scratch(per_thread * size_t(team));
+    for_items(chunks, team, [&](int64_t chunk, int thread) {
+        const int64_t n0 = chunk * images, m = std::min(s.n, n0 + images) - n0;
+        float* planes = scratch.data() + per_thread * size_t(thread);
+        float* dy = planes + plane_size * images;
+        for (int64_t k = 0; k < m; ++k) {
+            to_planes_last(s, g, in + (n0 + k) * s.c * s.h * s.w, planes + k * plane_size,
+                           g.hv * g.wv * s.c);
+            const float* src = grad_out + (n0 + k) * s.o * ohw;
+            float* dst = dy + k * dy_size;
+            for (int64_t o = 0; o < s.o; ++o)
+                for (int64_t q = 0; q < ohw; ++q) dst[q * s.o + o] = src[o * ohw + q];
+        }
+        float* part = partials.data() + chunk * size;
+        if (s.c == 1 && s.sw == 1 && s.dw == 1 && s.kw <= rows) {
+            // One channel (a stem): a kernel row's taps are adjacent positions, one tile.
+            for (int64_t i = 0; i < s.kh; ++i) {
+                const int64_t t = i * s.kw;
+                const float* x = planes + g.plane[size_t(t)] * g.hv * g.wv + g.off[size_t(t)];
+                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
+                    table[s.kw - 1](dy + o0, s.o, dy_size, x, 1, plane_size, m, s.oh, s.ow, g.wv,
+                                    part + t * s.o + o0, s.o);
+            }
+            return;
+        }
+        for (int64_t t = 0; t < g.taps; ++t) {
+            const float* x = planes + (g.plane[size_t(t)] * g.hv * g.wv + g.off[size_t(t)]) * s.c;
+            for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
+                for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
+                    const int64_t r = std::min(rows, s.c - c0);
+                    table[r - 1](dy + o0, s.o, dy_size, x + c0, s.c, plane_size, m, s.oh, s.ow,
+                                 g.wv, part + (t * s.c + c0) * s.o + o0, s.o);
+                }
+        }
+    });
+    // grad_weight[o][c][t] = Σ_chunk partials[chunk][t][c][o], in chunk order.
+    for_items(s.o, team_size(s.o, chunks * size), [&](int64_t o, int) {
+        for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t t = 0; t < g.taps; ++t) {
+                float sum = 0;
+                for (int64_t k = 0; k < chunks; ++k)
+                    sum += partials[size_t(k * size + (t * s.c + c) * s.o + o)];
+                grad_weight[(o * s.c + c) * g.taps + t] = sum;
+            }
+    });
+}
+
+}  // namespace ember::kernels::cpu::direct
