@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
 
@@ -36,12 +37,9 @@ namespace ember::kernels::cpu {
 namespace {
 
 using conv_detail::im2col;
+using conv_detail::kParallelMinWork;
 using conv_detail::matrix;
 using conv_detail::tile_columns;
-
-// Below this many multiply-adds in total a conv runs on one thread: an
-// OpenMP team costs microseconds.
-constexpr int64_t kParallelMinWork = int64_t(1) << 18;
 
 template <class T>
 void run(const Conv2dShape& s, const T* in, const T* wt, const T* bias, T* out) {

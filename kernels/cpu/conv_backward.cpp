@@ -45,6 +45,7 @@
 #include "core/error.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
 
@@ -53,8 +54,10 @@ namespace ember::kernels::cpu {
 namespace {
 
 using conv_detail::col2im;
+using conv_detail::for_items;
 using conv_detail::im2col;
 using conv_detail::matrix;
+using conv_detail::team_size;
 using conv_detail::tile_columns;
 
 // Rows of col per work chunk (rounded down to whole channels, at least one),
@@ -67,8 +70,6 @@ constexpr int64_t kChunkRows = 64;
 // the partials take at most kMaxPartial elements.
 constexpr int64_t kMinWeightItems = 64;
 constexpr int64_t kMaxPartial = int64_t(1) << 22;
-// Below this many multiply-adds in total a pass runs on one thread.
-constexpr int64_t kParallelMinWork = int64_t(1) << 18;
 
 // How the backward of one conv is cut into pieces: from the sizes alone.
 struct Plan {
@@ -93,27 +94,6 @@ Plan make_plan(const Conv2dShape& s, int64_t elem_size) {
     // Equal alignment for every thread's tile, whatever the thread count.
     p.scratch = p.direct ? 0 : size_t((std::min(p.chunk, p.ckk) * p.nt + 15) / 16 * 16);
     return p;
-}
-
-// Threads for `items` pieces of `work` multiply-adds in total.
-int team_size(int64_t items, int64_t work) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (threads <= 1 || items <= 1 || work < kParallelMinWork) return 1;
-    return int(std::min<int64_t>(threads, items));
-}
-
-// Calls body(item, thread) for items [0, items) on `team` threads. Inside the
-// team omp_set_num_threads(1) sets the thread-count ICV of the team's own
-// tasks only: Eigen reads it and stays on one thread, also when team is 1.
-template <class F>
-void for_items(int64_t items, int team, F&& body) {
-#pragma omp parallel num_threads(team)
-    {
-        omp_set_num_threads(1);
-        const int t = omp_get_thread_num();
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < items; ++i) body(i, t);
-    }
 }
 
 // grad_input = col2im(W_gᵀ · dY_g) per (image, group, chunk of channels).

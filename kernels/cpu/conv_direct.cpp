@@ -41,8 +41,6 @@
 // Test: tests/kernels/test_conv_direct.cpp; benchmark: `ember bench conv train`.
 #include "kernels/cpu/conv_direct.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -50,9 +48,14 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/conv_threads.h"
+
 namespace ember::kernels::cpu::direct {
 
 namespace {
+
+using conv_detail::for_items;
+using conv_detail::team_size;
 
 using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
 constexpr int64_t kLanes = 16;
@@ -60,7 +63,6 @@ constexpr int kRows = 8;  // output (forward) or input (grad_input) channels per
 constexpr int kMaxX = 3;  // pixel vectors per tile
 constexpr int kAcc = 24;  // accumulator registers of a grad_weight tile
 constexpr int64_t kChunkBytes = 768 << 10;              // a grad_weight chunk's data: within L2
-constexpr int64_t kParallelMinWork = int64_t(1) << 18;  // multiply-adds
 
 inline vec load(const float* p) {
     vec v;
@@ -214,20 +216,6 @@ void to_planes(const Conv2dShape& s, const Geometry& g, const float* in, float* 
             }
         }
     }
-}
-
-// Threads for `items` pieces of `work` multiply-adds.
-int team_size(int64_t items, int64_t work) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (threads <= 1 || items <= 1 || work < kParallelMinWork) return 1;
-    return int(std::min<int64_t>(threads, items));
-}
-
-// Calls body(item, thread) for items [0, items) on `team` threads.
-template <class F>
-void for_items(int64_t items, int team, F&& body) {
-#pragma omp parallel for num_threads(team) schedule(static)
-    for (int64_t i = 0; i < items; ++i) body(i, omp_get_thread_num());
 }
 
 // grad_out of one image [O, OH, OW] into the virtual layout of row width
