@@ -124,16 +124,17 @@ double measure_gpu_copy_gbps(Device device, const Options& o) {
 }
 
 void Report::print_table() const {
-    std::printf("%-10s %-7s %-22s %-22s %10s %10s %10s  %s\n", "family", "device", "kernel",
-                "shape", "ms", "GB/s", "GFLOP/s", "of limit");
+    std::printf("%-10s %-7s %-22s %-22s %10s %10s %10s %8s  %s\n", "family", "device", "kernel",
+                "shape", "ms", "GB/s", "GFLOP/s", "launches", "of limit");
     for (const Row& r : rows_) {
-        char gb[32] = "-", gf[32] = "-", fr[96] = "";
+        char gb[32] = "-", gf[32] = "-", la[32] = "-", fr[96] = "";
         if (r.gbps >= 0) std::snprintf(gb, sizeof gb, "%.1f", r.gbps);
         if (r.gflops >= 0) std::snprintf(gf, sizeof gf, "%.1f", r.gflops);
+        if (r.launches >= 0) std::snprintf(la, sizeof la, "%lld", (long long)r.launches);
         if (r.fraction >= 0)
             std::snprintf(fr, sizeof fr, "%5.1f%% of %s", 100 * r.fraction, r.limit.c_str());
-        std::printf("%-10s %-7s %-22s %-22s %10.3f %10s %10s  %s%s%s\n", r.family.c_str(),
-                    r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, fr,
+        std::printf("%-10s %-7s %-22s %-22s %10.3f %10s %10s %8s  %s%s%s\n", r.family.c_str(),
+                    r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, la, fr,
                     r.note.empty() ? "" : "  ", r.note.c_str());
     }
 }
@@ -144,10 +145,11 @@ void Report::print_json() const {
         const Row& r = rows_[i];
         std::printf(
             "  {\"family\": \"%s\", \"device\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", "
-            "\"ms\": %.6f, \"gbps\": %.3f, \"gflops\": %.3f, \"fraction\": %.4f, "
-            "\"limit\": \"%s\", \"note\": \"%s\"}%s\n",
+            "\"ms\": %.6f, \"gbps\": %.3f, \"gflops\": %.3f, \"launches\": %lld, "
+            "\"fraction\": %.4f, \"limit\": \"%s\", \"note\": \"%s\"}%s\n",
             r.family.c_str(), r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps,
-            r.gflops, r.fraction, r.limit.c_str(), r.note.c_str(), i + 1 < rows_.size() ? "," : "");
+            r.gflops, (long long)r.launches, r.fraction, r.limit.c_str(), r.note.c_str(),
+            i + 1 < rows_.size() ? "," : "");
     }
     std::printf("]\n");
 }

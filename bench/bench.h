@@ -4,6 +4,7 @@
 // fraction of a limit measured in the same run (docs/benchmarks.md).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -38,6 +39,7 @@ struct Row {
     std::string limit;     // what the fraction is of, e.g. "copy 62.1 GB/s"
     std::string note;      // anything else worth a column, e.g. "peak host 12.3 MB"
     std::string device = "cpu";  // where it ran
+    int64_t launches = -1;       // kernel launches per call, measured (core/launch_count.h), or -1
 };
 
 class Report {

@@ -8,8 +8,11 @@
 // checked against each other first. With a GPU, the fused rows again on
 // cuda:0 (the parameters copied there, checked against the CPU's step first),
 // timed with CUDA events against the device's copy bandwidth, with the
-// kernel launches one step makes (kernels/cuda/optim_plan.h).
+// kernel launches one step makes, counted at the launch sites
+// (core/launch_count.h) over one step: AdamW and SGD should make one per
+// group of up to 256 tensors, LAMB three. The CPU rows launch nothing ("-").
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +20,6 @@
 #include "bench/bench.h"
 #include "ember/ember.h"
 #include "ember/kernels.h"
-#include "kernels/cuda/optim_plan.h"
 
 namespace ember::bench {
 
@@ -59,12 +61,13 @@ Model model_on(const Model& m, Device d) {
     return out;
 }
 
-// Kernel launches of one fused step over `m` (one group): `passes` per
-// launch of at most kMaxLaunchTensors tensors.
-int64_t launches_per_step(const Model& m, int passes) {
-    std::vector<int64_t> numels;
-    for (const Tensor& p : m.params) numels.push_back(p.numel());
-    return int64_t(kernels::cuda::update_launches(numels).size()) * passes;
+// The kernel launches of one call of step(), counted on this thread.
+int64_t launches_of(const std::function<void()>& step) {
+    kernel_launches();
+    step();
+    const int64_t n = kernel_launch_total();
+    kernel_launches();
+    return n;
 }
 
 Model make_model(const std::vector<Shape>& shapes, uint64_t seed) {
@@ -166,24 +169,19 @@ void run_optim(const Options& o, Report& rep) {
         }
         if (gpu) {
             const Model g = model_on(m, *gpu);
-            struct GpuVariant {
-                const char* kernel;
-                double bytes_per_param;
-                int passes;
-                std::unique_ptr<optim::Optimizer> opt;
-            };
-            std::vector<GpuVariant> gv;
-            gv.push_back({"adamw fused", 28, 1, std::make_unique<optim::AdamW>(g.params, optim::AdamWOptions{})});
-            gv.push_back({"sgd momentum fused", 20, 1,
+            std::vector<Variant> gv;
+            gv.push_back({"adamw fused", 28, std::make_unique<optim::AdamW>(g.params, optim::AdamWOptions{})});
+            gv.push_back({"sgd momentum fused", 20,
                           std::make_unique<optim::SGD>(g.params, optim::SGDOptions{.lr = 1e-3, .momentum = 0.9})});
-            gv.push_back({"lamb fused", 44, 3, std::make_unique<optim::LAMB>(g.params, optim::LAMBOptions{})});
-            for (GpuVariant& v : gv) {
-                v.opt->step();  // state allocated outside the timing
+            gv.push_back({"lamb fused", 44, std::make_unique<optim::LAMB>(g.params, optim::LAMBOptions{})});
+            for (Variant& v : gv) {
+                v.opt->step();  // state allocated outside the timing and the count
+                const int64_t launches = launches_of([&] { v.opt->step(); });
                 const double ms = gpu_median_ms(*gpu, [&] { v.opt->step(); }, o);
                 const double gbps = v.bytes_per_param * double(m.numel) / (ms * 1e6);
                 Row r{"optim", v.kernel, m.label, ms, gbps, -1, gbps / gpu_limit, gpu_lim};
                 r.device = gpu->str();
-                r.note = std::to_string(launches_per_step(m, v.passes)) + " launches per step";
+                r.launches = launches;
                 rep.add(r);
             }
         }

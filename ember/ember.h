@@ -11,6 +11,7 @@
 #include "core/generator.h"
 #include "core/host_cache.h"
 #include "core/host_sync.h"
+#include "core/launch_count.h"
 #include "core/tensor.h"
 #include "autograd/ops.h"
 #include "kernels/factories.h"

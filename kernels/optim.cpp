@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "kernels/cpu/optim.h"
@@ -48,12 +49,47 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
                 t.copies.size(), " copies");
     EMBER_CHECK(t.steps.empty() || t.steps.size() == n, op, ": ", n, " parameters but ",
                 t.steps.size(), " step counts");
+    EMBER_CHECK(t.next_steps.size() == t.steps.size(), op, ": ", t.steps.size(),
+                " step counts but ", t.next_steps.size(),
+                " next step counts (each count read needs a place for the next one)");
     const Device dev = n > 0 && t.params[0].defined() ? t.params[0].device() : Device::cpu();
-    for (size_t i = 0; i < t.steps.size(); ++i)
-        EMBER_CHECK(t.steps[i].defined() && t.steps[i].numel() == 1 &&
-                        t.steps[i].dtype() == DType::i64 && t.steps[i].device() == dev,
-                    op, ": step count ", i, " must be a one-element i64 tensor on ", dev,
-                    ", got ", describe(t.steps[i]));
+    std::set<const void*> read;  // no next count may overwrite a count read by this update
+    for (const auto* list : {&t.steps, &t.next_steps})
+        for (size_t i = 0; i < list->size(); ++i) {
+            const Tensor& c = (*list)[i];
+            const char* what = list == &t.steps ? "step count " : "next step count ";
+            EMBER_CHECK(c.defined() && c.numel() == 1 && c.dtype() == DType::i64 &&
+                            c.device() == dev,
+                        op, ": ", what, i, " must be a one-element i64 tensor on ", dev,
+                        ", got ", describe(c));
+            if (list == &t.steps)
+                read.insert(c.data_ptr());
+            else
+                EMBER_CHECK(!read.count(c.data_ptr()), op, ": next step count ", i,
+                            " is the memory of a step count the update reads; give it its "
+                            "own (Note [Device step counts])");
+        }
+    const Tensor* tables[] = {&t.lr_table, &t.momentum_table};
+    for (const Tensor* tb : tables) {
+        if (!tb->defined()) continue;
+        EMBER_CHECK(!t.steps.empty() || n == 0, op,
+                    ": a schedule table needs the parameters' step counts (it is read at "
+                    "each tensor's count)");
+        EMBER_CHECK(tb->dim() == 1 && tb->numel() >= 1 && tb->dtype() == DType::f64 &&
+                        tb->is_contiguous() && tb->device() == dev,
+                    op, ": a schedule table must be a non-empty contiguous f64 vector on ", dev,
+                    ", got ", describe(*tb));
+    }
+    EMBER_CHECK(!t.lr_table.defined() || !t.momentum_table.defined() ||
+                    t.lr_table.numel() == t.momentum_table.numel(),
+                op, ": the LR table has ", t.lr_table.numel(), " entries, the momentum table ",
+                t.momentum_table.numel());
+    ScheduleTables tab;
+    if (t.lr_table.defined()) tab = {t.lr_table.data<double>(), nullptr, t.lr_table.numel()};
+    if (t.momentum_table.defined()) {
+        tab.momentum = t.momentum_table.data<double>();
+        tab.size = t.momentum_table.numel();
+    }
     if (t.found_inf.defined())
         EMBER_CHECK(t.found_inf.numel() == 1 && t.found_inf.dtype() == DType::f32 &&
                         t.found_inf.device() == dev,
@@ -97,11 +133,13 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
         l.seed = t.seed;
         l.step = t.step;
         l.found_inf = t.found_inf.defined() ? t.found_inf.data<float>() : nullptr;
+        l.tables = tab;
         l.slots.push_back({p.data_ptr(), t.grads[i].data_ptr(),
                            states >= 1 ? t.state1[i].data_ptr() : nullptr,
                            states >= 2 ? t.state2[i].data_ptr() : nullptr,
                            copy >= 0 ? t.copies[i].data_ptr() : nullptr, p.numel(),
-                           t.steps.empty() ? nullptr : t.steps[i].data<int64_t>()});
+                           t.steps.empty() ? nullptr : t.steps[i].data<int64_t>(),
+                           t.steps.empty() ? nullptr : t.next_steps[i].data<int64_t>()});
     }
     std::vector<UpdateList> out;
     for (auto& [key, l] : lists) {
@@ -113,9 +151,9 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
     return out;
 }
 
-// What an update wrote: every parameter, state buffer, copy and step count.
+// What an update wrote: every parameter, state buffer, copy and next step count.
 void bump_versions(const UpdateTensors& t) {
-    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies, &t.steps})
+    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies, &t.next_steps})
         for (const Tensor& x : *list) x.storage()->bump_version();
 }
 

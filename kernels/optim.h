@@ -49,7 +49,16 @@ struct UpdateSlot {
     void* state2 = nullptr;       ///< exp_avg_sq
     void* copy = nullptr;         ///< a low-precision copy written after the update
     int64_t numel = 0;
-    int64_t* step = nullptr;      ///< the tensor's own step count (Note [Device step counts])
+    const int64_t* step = nullptr;  ///< the tensor's applied steps so far (Note [Device step counts])
+    int64_t* next_step = nullptr;   ///< written by the update: *step + 1, or *step when skipped
+};
+
+/// A schedule's values by step, in device memory (Note [Schedule tables]):
+/// a tensor that has taken t applied steps uses entry min(t, size − 1).
+struct ScheduleTables {
+    const double* lr = nullptr;        ///< null: the Args' lr
+    const double* momentum = nullptr;  ///< β1 (Adam, LAMB) or momentum (SGD, LARS); null: the Args'
+    int64_t size = 0;
 };
 
 /// The tensors of one fused call, all of one dtype signature and device.
@@ -60,6 +69,7 @@ struct UpdateList {
     bool stochastic_copy = false;  ///< bf16 copies by stochastic rounding
     uint64_t seed = 0, step = 0;   ///< its Philox stream (math::rounding_bits)
     const float* found_inf = nullptr;  ///< nonzero: skip the whole update (null: none)
+    ScheduleTables tables;             ///< read where the slots have step counts
 };
 
 /// Hyper-parameters of one step, as the kernels take them (f64; the kernels
@@ -90,16 +100,37 @@ struct LarsArgs {
 // or SgdArgs::first, the host must know t when it queues the update — but
 // under loss scaling (amp::GradScaler) whether a step is applied is decided
 // on the device (the found-inf flag), and reading that back would stall the
-// host every step. So a tensor may carry its own step count: a one-element
-// i64 tensor (UpdateTensors::steps) holding the steps applied so far, on the
-// parameters' device. The update then uses t = count + 1 (first = count == 0)
-// in place of the Args' step/first, computing the step's scalars itself (the
-// CPU on the host, a CUDA block on the device, by the same formulas in f64),
-// and, unless it was skipped, the count becomes t after the update.
+// host every step. So a tensor may carry its own step count on the
+// parameters' device: the update reads it (UpdateTensors::steps, the steps
+// applied so far), uses t = count + 1 (first = count == 0) in place of the
+// Args' step/first, computing the step's scalars itself (the CPU on the
+// host, a CUDA block on the device, by the same formulas in f64), and writes
+// count + 1 — or count, when the update was skipped — to a second place
+// (UpdateTensors::next_steps), never to the one it read. That is what lets a
+// CUDA update advance the counts in its own launch: every block of a tensor
+// reads the count, and one of them (the tensor's first block) writes the
+// next one; were it written in place, a block scheduled later could read the
+// advanced count. The owner keeps two slots per count and swaps their roles
+// after every update call that included the tensor, applied or skipped
+// (optim::Optimizer: a host-side parity per parameter). Both backends write
+// the next count even for a skipped update, so the parity never depends on
+// the device's flag.
 // With `found_inf` (a one-element f32 tensor, nonzero after an overflow) the
-// update is skipped entirely when the flag is set: parameters, state, copies
-// and step counts keep every bit. The CPU reads the flag on the host (free);
-// a CUDA kernel reads it in each block, so the host never waits.
+// update is skipped entirely when the flag is set: parameters, state and
+// copies keep every bit, and the next count equals the count. The CPU reads
+// the flag on the host (free); a CUDA kernel reads it in each block, so the
+// host never waits.
+
+// Note [Schedule tables]
+// An LR schedule is a closed form of the applied step count (Note [Closed
+// forms] in optim/schedule.cpp), so it can be written out ahead as a table:
+// the LR, and the momentum or β1 where it cycles, for counts 0, 1, ..., n − 1.
+// Given such tables (f64 tensors on the parameters' device) and step counts,
+// an update takes lr = lr_table[min(count, n − 1)] (and β1 or momentum
+// likewise) where it would take the Args' value: the LR follows the steps
+// the device applied, and the host neither reads the found-inf flag nor
+// writes an LR per step. The values are the schedule's own f64 numbers, so
+// the update's arithmetic is the host-driven one's.
 
 // ---- Fronts (one dispatch per dtype signature; checks name the op) ----
 
@@ -109,15 +140,20 @@ struct LarsArgs {
 /// optional low-precision copies written after the update (same shapes).
 /// Everything dense, on one device; grads may be of a lower precision than
 /// the params (a bf16 model's gradients updating f32 master weights).
-/// `steps` (empty, or one per parameter: one-element i64 tensors, views
-/// allowed, on the parameters' device) and `found_inf` (undefined, or a
-/// one-element f32 tensor there): Note [Device step counts].
+/// `steps` and `next_steps` (both empty, or one per parameter: one-element
+/// i64 tensors, views allowed, on the parameters' device, no next count
+/// sharing memory with a count read) and `found_inf` (undefined, or a
+/// one-element f32 tensor there): Note [Device step counts]. `lr_table` and
+/// `momentum_table` (undefined, or f64 vectors of one length >= 1 there; they
+/// need the step counts): Note [Schedule tables].
 struct UpdateTensors {
     std::vector<Tensor> params, grads, state1, state2, copies;
     bool stochastic_copy = false;  ///< bf16 copies rounded stochastically,
     uint64_t seed = 0, step = 0;   ///< from Philox stream `step` under `seed`
-    std::vector<Tensor> steps;     ///< per-parameter step counts, advanced by the update
-    Tensor found_inf;              ///< set (nonzero): the whole update is skipped
+    std::vector<Tensor> steps;       ///< per-parameter step counts read by the update
+    std::vector<Tensor> next_steps;  ///< where each count + 1 (+ 0 when skipped) is written
+    Tensor found_inf;                ///< set (nonzero): the whole update is skipped
+    Tensor lr_table, momentum_table; ///< a schedule's values by step count, or undefined
 };
 
 void adam_update(const UpdateTensors& t, const AdamArgs& a);

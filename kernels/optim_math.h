@@ -33,6 +33,48 @@ EMBER_HD EMBER_INLINE double bias_correction(double beta, int64_t t) {
     return 1 - std::pow(beta, double(t));
 }
 
+/// The entry of a schedule table of `size` values for a tensor that has
+/// taken `count` applied steps: entry `count`, the last one past the end
+/// (Note [Schedule tables] in kernels/optim.h).
+EMBER_HD EMBER_INLINE double table_value(const double* table, int64_t size, int64_t count) {
+    return table[count < size ? count : size - 1];
+}
+
+/// What one tensor's update takes that may come from device memory: its
+/// step t (1-based), its LR and its momentum (SGD, LARS) or β1 (Adam, LAMB).
+struct StepValues {
+    int64_t t;
+    double lr, momentum;
+};
+
+/// A tensor's StepValues: from its own step count `count` (t = *count + 1)
+/// and, where given, the schedule tables at that count; without a count, the
+/// host's t, lr and momentum. Both backends call this, the CPU per tensor on
+/// the host and a CUDA block per chunk on the device.
+EMBER_HD EMBER_INLINE StepValues step_values(const int64_t* count, int64_t host_t, double lr,
+                                             double momentum, const double* lr_table,
+                                             const double* momentum_table, int64_t size) {
+    if (count == nullptr) return {host_t, lr, momentum};
+    const int64_t c = *count;
+    return {c + 1, lr_table ? table_value(lr_table, size, c) : lr,
+            momentum_table ? table_value(momentum_table, size, c) : momentum};
+}
+
+/// The AdamScalars of step t from the hyper-parameters, in f64 and rounded
+/// to A once (the same expressions on the host and on the device).
+template <class A>
+EMBER_HD EMBER_INLINE AdamScalars<A> adam_scalars(double lr, double beta1, double beta2,
+                                                  double eps, double weight_decay,
+                                                  bool decoupled, int64_t t) {
+    return {A(beta1),
+            A(beta2),
+            A(eps),
+            A(lr / bias_correction(beta1, t)),
+            A(1 / std::sqrt(bias_correction(beta2, t))),
+            A(decoupled ? 1 - lr * weight_decay : 1),
+            A(decoupled ? 0 : weight_decay)};
+}
+
 /// One Adam/AdamW element: g += l2·p; p *= decay; m = β1·m + (1 − β1)·g;
 /// v = β2·v + (1 − β2)·g²; p −= step_size · m / (sqrt(v)·inv_bc2_sqrt + eps).
 template <class A>

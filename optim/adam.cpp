@@ -31,21 +31,10 @@ Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled)
 AdamW::AdamW(std::vector<GroupSpec> groups, const AdamWOptions& o)
     : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
 
-double Adam::momentum(size_t group) const {
-    EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
-    return groups()[group].hyper.beta1;
-}
-
-void Adam::set_momentum(size_t group, double beta1) {
-    EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
-    EMBER_CHECK(beta1 >= 0 && beta1 < 1, name(), ": beta1 must be in [0, 1), got ", beta1);
-    groups()[group].hyper.beta1 = beta1;
-}
-
 void Adam::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t{b.params, b.grads, b.state1, b.state2,  b.copies,
-                                   stochastic_, seed_,  uint64_t(step_calls()), b.steps, b.found_inf};
-    // The step comes from each parameter's own count (b.steps).
+    const kernels::UpdateTensors t = update_tensors(b);
+    // The step (and, with a schedule's tables, the LR and beta1) comes from each
+    // parameter's own count (b.steps).
     kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1});
 }
 

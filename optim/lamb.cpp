@@ -37,20 +37,8 @@ Hyper lars_hyper(const LARSOptions& o) {
 LAMB::LAMB(std::vector<GroupSpec> groups, const LAMBOptions& o)
     : Optimizer(std::move(groups), lamb_hyper(o)) {}
 
-double LAMB::momentum(size_t group) const {
-    EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
-    return groups()[group].hyper.beta1;
-}
-
-void LAMB::set_momentum(size_t group, double beta1) {
-    EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
-    EMBER_CHECK(beta1 >= 0 && beta1 < 1, name(), ": beta1 must be in [0, 1), got ", beta1);
-    groups()[group].hyper.beta1 = beta1;
-}
-
 void LAMB::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t{b.params, b.grads, b.state1, b.state2,  b.copies,
-                                   stochastic_, seed_,  uint64_t(step_calls()), b.steps, b.found_inf};
+    const kernels::UpdateTensors t = update_tensors(b);
     kernels::lamb_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1});  // own counts
 }
 
@@ -63,10 +51,7 @@ void LARS::exclude(size_t group, bool on) {
 }
 
 void LARS::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t{b.params,    b.grads, b.state1,
-                                   {},          b.copies, stochastic_,
-                                   seed_,       uint64_t(step_calls()), b.steps,
-                                   b.found_inf};
+    const kernels::UpdateTensors t = update_tensors(b);
     kernels::lars_update(t, {h.lr, h.momentum, h.weight_decay, h.trust_coefficient, h.eps,
                              h.exclude_from_lars, true});  // `first` from the own counts
 }

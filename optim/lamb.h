@@ -22,13 +22,13 @@ public:
     LAMB(std::vector<Tensor> params, const LAMBOptions& o = {})
         : LAMB(std::vector<GroupSpec>{{std::move(params)}}, o) {}
     const char* name() const override { return "LAMB"; }
-    double momentum(size_t group) const override;  ///< beta1
-    void set_momentum(size_t group, double beta1) override;
 
 protected:
     void update(const Hyper& h, const Batch& b) override;
     int buffers(const Hyper&) const override { return 2; }
     const char* buffer_name(int k) const override { return k == 0 ? "exp_avg" : "exp_avg_sq"; }
+    /// momentum() and a schedule's momentum table are beta1.
+    double Hyper::*momentum_field() const override { return &Hyper::beta1; }
 };
 
 struct LARSOptions {

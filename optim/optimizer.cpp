@@ -1,9 +1,12 @@
 // The optimizer base: groups, lazily made state that follows its parameter's
 // device and dtype, step() as one fused update per group (each parameter's
 // step count in a device tensor the kernels advance; step_unless with the
-// loss scaler's flag), zero_grad, and the parameter-group helpers.
+// loss scaler's flag; a schedule's tables), zero_grad, and the
+// parameter-group helpers.
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -12,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
 #include "kernels/front.h"
+#include "kernels/optim.h"
 #include "nn/module.h"
 
 namespace ember::optim {
@@ -24,8 +28,12 @@ Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {
         groups_.push_back(std::move(g));
     }
     check_groups();
-    for (const ParamGroup& g : groups_) state_.emplace_back(g.params.size());
+    for (const ParamGroup& g : groups_) {
+        state_.emplace_back(g.params.size());
+        phase_.emplace_back(g.params.size(), 0);
+    }
     counts_.resize(groups_.size());
+    tables_.resize(groups_.size());
 }
 
 void Optimizer::check_groups() const {
@@ -73,6 +81,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
         Batch batch;
         batch.found_inf = found_inf;
         Tensor& counts = counts_[gi];
+        std::vector<size_t> included;
         for (size_t i = 0; i < g.params.size(); ++i) {
             const Tensor& p = g.params[i];
             const Tensor grad = g.model.empty() ? p.grad() : g.model[i].grad();
@@ -88,7 +97,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
                     *b = b->to(p.device()).to(like.dtype);
             }
             if (!counts.defined())
-                counts = zeros({int64_t(g.params.size())}, {DType::i64, p.device()});
+                counts = zeros({2 * int64_t(g.params.size())}, {DType::i64, p.device()});
             else if (counts.device() != p.device())
                 counts = counts.to(p.device());
             batch.params.push_back(p);
@@ -96,9 +105,26 @@ void Optimizer::run_step(const Tensor& found_inf) {
             if (nbuf >= 1) batch.state1.push_back(st.buffer1);
             if (nbuf >= 2) batch.state2.push_back(st.buffer2);
             if (!g.model.empty()) batch.copies.push_back(g.model[i]);
-            batch.steps.push_back(counts.narrow(0, int64_t(i), 1));
+            const int64_t at = 2 * int64_t(i) + phase_[gi][i];
+            batch.steps.push_back(counts.narrow(0, at, 1));
+            batch.next_steps.push_back(counts.narrow(0, at ^ 1, 1));
+            included.push_back(i);
         }
-        if (!batch.params.empty()) update(g.hyper, batch);
+        if (batch.params.empty()) continue;
+        Tables& tb = tables_[gi];
+        if (!tb.lr.empty()) {  // copied to the parameters' device once
+            const Device d = batch.params[0].device();
+            const int64_t n = int64_t(tb.lr.size());
+            if (!tb.lr_on.defined() || tb.lr_on.device() != d)
+                tb.lr_on = from_vector<double>(tb.lr, {n}).to(d);
+            if (!tb.momentum.empty() && (!tb.momentum_on.defined() || tb.momentum_on.device() != d))
+                tb.momentum_on = from_vector<double>(tb.momentum, {n}).to(d);
+            batch.lr_table = tb.lr_on;
+            batch.momentum_table = tb.momentum.empty() ? Tensor() : tb.momentum_on;
+        }
+        update(g.hyper, batch);
+        // The kernels wrote every included count's other slot, applied or not.
+        for (size_t i : included) phase_[gi][i] ^= 1;
     }
     ++calls_;
     if (found_inf.defined()) {  // the count of skipped steps, on the flag's device
@@ -117,8 +143,30 @@ int64_t Optimizer::steps() const {
 
 std::vector<int64_t> Optimizer::param_steps(size_t group) const {
     const Tensor& c = counts_[group];
-    if (!c.defined()) return std::vector<int64_t>(groups_[group].params.size(), 0);
-    return c.to(Device::cpu()).to_vector<int64_t>();
+    const size_t n = groups_[group].params.size();
+    if (!c.defined()) return std::vector<int64_t>(n, 0);
+    const std::vector<int64_t> both = c.to(Device::cpu()).to_vector<int64_t>();
+    std::vector<int64_t> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = both[2 * i + phase_[group][i]];
+    return out;
+}
+
+kernels::UpdateTensors Optimizer::update_tensors(const Batch& b) const {
+    kernels::UpdateTensors t;
+    t.params = b.params;
+    t.grads = b.grads;
+    t.state1 = b.state1;
+    t.state2 = b.state2;
+    t.copies = b.copies;
+    t.stochastic_copy = stochastic_;
+    t.seed = seed_;
+    t.step = uint64_t(calls_);  // this call's Philox stream
+    t.steps = b.steps;
+    t.next_steps = b.next_steps;
+    t.found_inf = b.found_inf;
+    t.lr_table = b.lr_table;
+    t.momentum_table = b.momentum_table;
+    return t;
 }
 
 std::vector<Tensor> Optimizer::gradients() const {
@@ -140,29 +188,70 @@ void Optimizer::zero_grad(bool set_to_none) {
         }
 }
 
-double Optimizer::lr(size_t group) const {
+void Optimizer::check_group(size_t group) const {
     EMBER_CHECK(group < groups_.size(), name(), ": no group ", group, " (", groups_.size(),
                 " groups)");
-    return groups_[group].hyper.lr;
+}
+
+double Optimizer::table_now(const std::vector<double>& values) const {
+    const int64_t t = steps();
+    return values[size_t(std::min<int64_t>(t, int64_t(values.size()) - 1))];
+}
+
+double Optimizer::lr(size_t group) const {
+    check_group(group);
+    const Tables& tb = tables_[group];
+    return tb.lr.empty() ? groups_[group].hyper.lr : table_now(tb.lr);
 }
 
 void Optimizer::set_lr(size_t group, double lr) {
-    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group, " (", groups_.size(),
-                " groups)");
+    check_group(group);
+    EMBER_CHECK(tables_[group].lr.empty(), name(), ": group ", group,
+                " takes its LR from a schedule's table (set_schedule_tables); "
+                "clear_schedule_tables() first to set it by hand");
     EMBER_CHECK(lr >= 0, name(), ": learning rate must be >= 0, got ", lr);
     groups_[group].hyper.lr = lr;
 }
 
 double Optimizer::momentum(size_t group) const {
-    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group);
-    return groups_[group].hyper.momentum;
+    check_group(group);
+    const Tables& tb = tables_[group];
+    return tb.momentum.empty() ? groups_[group].hyper.*momentum_field() : table_now(tb.momentum);
 }
 
 void Optimizer::set_momentum(size_t group, double momentum) {
-    EMBER_CHECK(group < groups_.size(), name(), ": no group ", group);
-    EMBER_CHECK(momentum >= 0 && momentum < 1, name(), ": momentum must be in [0, 1), got ",
+    check_group(group);
+    const char* what = momentum_field() == &Hyper::beta1 ? "beta1" : "momentum";
+    EMBER_CHECK(tables_[group].momentum.empty(), name(), ": group ", group, " takes its ", what,
+                " from a schedule's table (set_schedule_tables); clear_schedule_tables() first");
+    EMBER_CHECK(momentum >= 0 && momentum < 1, name(), ": ", what, " must be in [0, 1), got ",
                 momentum);
-    groups_[group].hyper.momentum = momentum;
+    groups_[group].hyper.*momentum_field() = momentum;
+}
+
+void Optimizer::set_schedule_tables(size_t group, std::vector<double> lr,
+                                    std::vector<double> momentum) {
+    check_group(group);
+    EMBER_CHECK(!lr.empty() && (momentum.empty() || momentum.size() == lr.size()), name(),
+                ": schedule tables need an LR table of >= 1 entries and a momentum table of "
+                "the same size or none; got ", lr.size(), " and ", momentum.size());
+    for (size_t t = 0; t < lr.size(); ++t) {
+        EMBER_CHECK(std::isfinite(lr[t]) && lr[t] >= 0, name(), ": LR table entry ", t,
+                    " must be finite and >= 0, got ", lr[t]);
+        if (!momentum.empty())
+            EMBER_CHECK(momentum[t] >= 0 && momentum[t] < 1, name(), ": momentum table entry ",
+                        t, " must be in [0, 1), got ", momentum[t]);
+    }
+    tables_[group] = Tables{std::move(lr), std::move(momentum), Tensor(), Tensor()};
+}
+
+void Optimizer::clear_schedule_tables() {
+    for (Tables& tb : tables_) tb = Tables{};
+}
+
+bool Optimizer::has_schedule_tables(size_t group) const {
+    check_group(group);
+    return !tables_[group].lr.empty();
 }
 
 void Optimizer::set_stochastic_rounding(bool on, uint64_t seed) {

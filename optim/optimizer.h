@@ -17,6 +17,9 @@ namespace ember::nn {
 class Module;
 struct TensorFile;
 }  // namespace ember::nn
+namespace ember::kernels {
+struct UpdateTensors;
+}  // namespace ember::kernels
 
 namespace ember::optim {
 
@@ -92,13 +95,32 @@ public:
     /// load; known on the host): the Philox stream of stochastic rounding.
     int64_t step_calls() const { return calls_; }
 
-    /// The group's learning rate (schedules read and write it).
+    /// The group's learning rate (schedules read and write it). With a
+    /// schedule table (set_schedule_tables) it is the table's entry at
+    /// steps(), the LR the next step takes (a host sync on CUDA after
+    /// step_unless), and set_lr is an Error.
     double lr(size_t group) const;
     void set_lr(size_t group, double lr);
     /// The group's momentum as a schedule cycles it: SGD's and LARS's
-    /// momentum, Adam's, AdamW's and LAMB's beta1.
-    virtual double momentum(size_t group) const;
-    virtual void set_momentum(size_t group, double momentum);
+    /// momentum, Adam's, AdamW's and LAMB's beta1. Read from the momentum
+    /// table where there is one, as lr().
+    double momentum(size_t group) const;
+    void set_momentum(size_t group, double momentum);
+
+    /// Gives group `group` a schedule's values by step count (Note [Schedule
+    /// tables] in kernels/optim.h): from the next step on, the update
+    /// kernels take the LR of a tensor that has taken t applied steps from
+    /// lr[min(t, size − 1)], and its momentum or beta1 from `momentum` when
+    /// that is not empty (then of the same size), in place of the group's
+    /// hyper-parameters, reading them from device memory: under loss scaling
+    /// the schedule follows the applied steps with no host read. The tables
+    /// are copied to the parameters' device at the next step. Values: finite,
+    /// LRs >= 0, momenta in [0, 1). optim::Schedule::use_device_tables makes
+    /// them.
+    void set_schedule_tables(size_t group, std::vector<double> lr, std::vector<double> momentum);
+    /// Back to the groups' hyper-parameters (which tables left as they were).
+    void clear_schedule_tables();
+    bool has_schedule_tables(size_t group) const;
 
     /// bf16 copies (master_weights) by stochastic rounding, seeded: each
     /// step draws from Philox stream `step` under `seed` (off by default).
@@ -126,20 +148,28 @@ protected:
     Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults);
 
     /// The tensors of one fused call: the group's parameters that have a
-    /// gradient, each with its own step count (a one-element i64 view of the
-    /// group's counts, on their device, advanced by the kernels), and the
-    /// found-inf flag of step_unless (else undefined). The rules pass them
-    /// on as kernels::UpdateTensors::steps and found_inf.
+    /// gradient, each with its own step count and the place of its next one
+    /// (one-element i64 views of the group's counts, on their device,
+    /// written by the kernels), the found-inf flag of step_unless (else
+    /// undefined) and the group's schedule tables (else undefined). The
+    /// rules pass them on as kernels::UpdateTensors' steps, next_steps,
+    /// found_inf, lr_table and momentum_table.
     struct Batch {
-        std::vector<Tensor> params, grads, state1, state2, copies, steps;
-        Tensor found_inf;
+        std::vector<Tensor> params, grads, state1, state2, copies, steps, next_steps;
+        Tensor found_inf, lr_table, momentum_table;
     };
     /// Applies the rule to one batch of one group.
     virtual void update(const Hyper& h, const Batch& b) = 0;
+    /// The kernels' view of a batch (kernels/optim.h), with the
+    /// stochastic-rounding stream of this call.
+    kernels::UpdateTensors update_tensors(const Batch& b) const;
     /// How many state buffers a parameter of a group with `h` keeps (0, 1 or
     /// 2), and their names in saved state.
     virtual int buffers(const Hyper& h) const = 0;
     virtual const char* buffer_name(int k) const = 0;
+    /// The hyper-parameter momentum() names: Hyper::momentum (SGD, LARS) or
+    /// Hyper::beta1 (Adam, AdamW, LAMB), as the kernels read a momentum table.
+    virtual double Hyper::*momentum_field() const { return &Hyper::momentum; }
 
     bool stochastic_ = false;
     uint64_t seed_ = 0;
@@ -148,17 +178,31 @@ private:
     struct State {
         Tensor buffer1, buffer2;  // undefined until the first update
     };
+    // A group's schedule tables: the values, and their copies on the
+    // parameters' device (made at the next step).
+    struct Tables {
+        std::vector<double> lr, momentum;
+        Tensor lr_on, momentum_on;
+    };
     void check_groups() const;
+    void check_group(size_t group) const;
     void run_step(const Tensor& found_inf);
+    // The table entry of `values` at steps() (Optimizer::lr with tables).
+    double table_now(const std::vector<double>& values) const;
     // Each parameter's applied steps, read back to the host (a sync on CUDA).
     std::vector<int64_t> param_steps(size_t group) const;
 
     std::vector<ParamGroup> groups_;
     std::vector<std::vector<State>> state_;  // per group, per parameter
-    // Per group: each parameter's applied steps, an i64 tensor [n] on the
-    // group's device (undefined until the first step: all 0), advanced by the
-    // update kernels unless they skip.
+    // Per group: each parameter's applied steps, twice: an i64 tensor [2n]
+    // on the group's device (undefined until the first step: all 0) where
+    // parameter i's count is element 2i + phase_[group][i] and the update
+    // writes the next count into the other one (Note [Device step counts]
+    // in kernels/optim.h); the phase flips after every update call that
+    // includes the parameter, applied or skipped, so it is known here.
     std::vector<Tensor> counts_;
+    std::vector<std::vector<uint8_t>> phase_;
+    std::vector<Tables> tables_;  // per group; empty vectors: none
     int64_t calls_ = 0;      // step() and step_unless() calls
     int64_t skipped_ = 0;    // skipped steps known on the host (restored by load)
     Tensor skipped_flags_;   // + Σ of step_unless's flags: f32 [1] on their device

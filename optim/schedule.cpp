@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ember::optim {
@@ -50,9 +51,48 @@ std::vector<double> Schedule::per_group(const PerGroup& v, const char* what) con
 }
 
 void Schedule::step(bool applied) {
-    if (!applied) return;
+    if (on_device() || !applied) return;
     write(steps_ + 1);
     ++steps_;
+}
+
+int64_t Schedule::steps() const { return on_device() ? opt_.steps() - origin_ : steps_; }
+
+double Schedule::lr(size_t group) const {
+    const int64_t t = steps();
+    return lr_at(on_device() ? std::min(t, table_length_ - 1) : t, group);
+}
+
+// --- Device tables (Note [Schedule tables] in kernels/optim.h) ---------------
+
+void Schedule::use_device_tables(int64_t length) {
+    EMBER_CHECK(length >= 1, name(), ": use_device_tables needs length >= 1, got ", length);
+    const int64_t old_length = table_length_, old_origin = origin_;
+    origin_ = opt_.steps() - steps_;
+    table_length_ = length;
+    try {
+        write_tables();
+    } catch (const Error&) {
+        table_length_ = old_length;
+        origin_ = old_origin;
+        throw;
+    }
+}
+
+void Schedule::write_tables() {
+    EMBER_CHECK(opt_.groups().size() == groups(), name(), ": the optimizer has ",
+                opt_.groups().size(), " groups, the schedule was made for ", groups());
+    // Entry c is for a tensor with c applied steps: schedule step c − origin_.
+    const int64_t size = std::max<int64_t>(1, origin_ + table_length_);
+    std::vector<std::vector<double>> lrs(groups()), ms(groups());
+    for (size_t g = 0; g < groups(); ++g)
+        for (int64_t c = 0; c < size; ++c) {
+            const int64_t t = std::clamp<int64_t>(c - origin_, 0, table_length_ - 1);
+            lrs[g].push_back(lr_at(t, g));
+            if (const std::optional<double> m = momentum_at(t, g)) ms[g].push_back(*m);
+        }
+    for (size_t g = 0; g < groups(); ++g)
+        opt_.set_schedule_tables(g, std::move(lrs[g]), std::move(ms[g]));
 }
 
 void Schedule::write(int64_t t) {
@@ -156,10 +196,18 @@ void Schedule::load_state(const std::string& text) {
         }
     };
     set(levels);
+    const int64_t old_origin = origin_;
     try {
-        write(steps_);
+        if (on_device()) {
+            for (size_t g = 0; g < groups(); ++g) lr_at(steps_, g);  // within the schedule
+            origin_ = opt_.steps() - steps_;
+            write_tables();
+        } else {
+            write(steps_);
+        }
     } catch (const Error&) {
         set(old);
+        origin_ = old_origin;
         throw;
     }
 }

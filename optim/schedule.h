@@ -48,11 +48,32 @@ public:
     /// amp::GradScaler::step return; a skipped step changes nothing) and
     /// writes the new LR, and momentum where the schedule cycles it, into
     /// every group. An Error (nothing changed) past the schedule's end.
+    /// After use_device_tables it does nothing: the device's step counts
+    /// advance the schedule.
     void step(bool applied = true);
-    /// Applied steps so far: PyTorch's `last_epoch`.
-    int64_t steps() const { return steps_; }
-    /// The LR of `group` now (at steps()).
-    double lr(size_t group = 0) const { return lr_at(steps_, group); }
+    /// Applied steps so far: PyTorch's `last_epoch`. After use_device_tables,
+    /// the optimizer's applied steps since this schedule's step 0 (a host
+    /// sync on CUDA after Optimizer::step_unless).
+    int64_t steps() const;
+    /// The LR of `group` now (at steps(); after use_device_tables, at the
+    /// last step the tables hold once past them, as the kernels read them).
+    double lr(size_t group = 0) const;
+
+    /// Drives the optimizer from device memory (Note [Schedule tables] in
+    /// kernels/optim.h): writes this schedule's LRs, and momenta where it
+    /// cycles them, for steps [0, length) into every group's tables
+    /// (Optimizer::set_schedule_tables), indexed by the parameters' own
+    /// step counts, so that each update takes the values of the steps the
+    /// device actually applied. Past step length − 1 the last values hold.
+    /// From then on step() does nothing and steps() reads the optimizer's
+    /// applied steps: a loop under loss scaling never reads the found-inf
+    /// flag on the host. The optimizer's applied steps now are this
+    /// schedule's steps() now (read once: a host sync on CUDA after
+    /// step_unless). An Error where lr_at or momentum_at reject a step
+    /// below `length` (OneCycle: length <= total_steps + 1).
+    void use_device_tables(int64_t length);
+    /// Whether use_device_tables is in force.
+    bool on_device() const { return table_length_ > 0; }
 
     /// The LR of `group` after `t` applied steps (t = 0: at construction).
     /// An Error where t lies past the schedule's end (OneCycle).
@@ -70,7 +91,9 @@ public:
     /// same options, and writes that step's LR into the optimizer. Checks
     /// the name, the number of groups, steps >= 0 (and within the schedule),
     /// finite LRs >= 0 and momenta in [0, 1); on any error an Error names
-    /// it and nothing is changed.
+    /// it and nothing is changed. After use_device_tables it rewrites the
+    /// tables for the loaded state, the optimizer's applied steps (load the
+    /// optimizer's state first) being the loaded steps.
     void load_state(const std::string& json);
 
 protected:
@@ -94,7 +117,12 @@ protected:
 
 private:
     void write(int64_t t);
+    // The tables of steps [0, table_length_) at the optimizer's counts: entry
+    // c holds step c − origin_ (0 below origin_).
+    void write_tables();
     int64_t steps_ = 0;
+    int64_t table_length_ = 0;  // > 0: use_device_tables
+    int64_t origin_ = 0;        // the optimizer's applied steps at this schedule's step 0
 };
 
 // --- The schedules ----------------------------------------------------------

@@ -29,11 +29,9 @@ SGD::SGD(std::vector<GroupSpec> groups, const SGDOptions& o)
     : Optimizer(std::move(groups), sgd_hyper(o)) {}
 
 void SGD::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t{b.params,    b.grads, b.state1,
-                                   {},          b.copies, stochastic_,
-                                   seed_,       uint64_t(step_calls()), b.steps,
-                                   b.found_inf};
-    // `first` comes from each parameter's own step count (b.steps).
+    const kernels::UpdateTensors t = update_tensors(b);
+    // `first` (and, with a schedule's tables, the LR and momentum) comes from each
+    // parameter's own step count (b.steps).
     kernels::sgd_update(t, {h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, true});
 }
 

@@ -1,9 +1,11 @@
 // An optimizer's state in and out: named tensors for the buffers, a small JSON
 // for everything else (name, steps, step calls, each parameter's step — read
-// back from the device counts, a sync on CUDA —, the groups' hyper-parameters), and one safetensors file holding both. Loading checks
+// back from the device counts, a sync on CUDA —, the groups'
+// hyper-parameters), and one safetensors file holding both. Loading checks
 // everything against the optimizer before it changes anything.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -96,7 +98,11 @@ std::string Optimizer::state_json() const {
             steps.push_back(counts[i]);
             shapes.push_back(groups_[gi].params[i].shape());
         }
-        groups.push_back({{"hyper", hyper_json(groups_[gi].hyper)},
+        // The values in effect: a schedule table's at this step, where there is one.
+        Hyper h = groups_[gi].hyper;
+        h.lr = lr(gi);
+        h.*momentum_field() = momentum(gi);
+        groups.push_back({{"hyper", hyper_json(h)},
                           {"param_steps", steps},
                           {"shapes", shapes}});
     }
@@ -179,10 +185,12 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
             }
             state[gi].push_back(std::move(s));
         }
-        // On the group's device; step() moves it to where the parameters are.
+        // Both slots of each count hold it (phase 0 reads the first), on the
+        // group's device; step() moves them to where the parameters are.
+        std::vector<int64_t> both;
+        for (int64_t c : group_steps) both.insert(both.end(), {c, c});
         if (!params.empty())
-            counts[gi] = from_vector<int64_t>(group_steps, {int64_t(group_steps.size())})
-                             .to(params[0].device());
+            counts[gi] = from_vector<int64_t>(both, {int64_t(both.size())}).to(params[0].device());
     }
     EMBER_CHECK(used == tensors.size(), "optimizer state: ", tensors.size() - used,
                 " tensor(s) do not belong to any parameter with a step");
@@ -190,6 +198,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
     for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].hyper = hypers[gi];
     state_ = std::move(state);
     counts_ = std::move(counts);
+    for (auto& p : phase_) std::fill(p.begin(), p.end(), uint8_t(0));
     calls_ = calls;
     skipped_ = calls - steps;
     skipped_flags_ = Tensor();

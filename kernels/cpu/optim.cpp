@@ -5,6 +5,10 @@
 // Bytes per f32 parameter: Adam 28 (p, g, m, v read; p, m, v written), SGD
 // with momentum 20, LAMB 44 (two passes: the norms need the whole tensor),
 // LARS 32; +2 per element for a bf16/f16 copy. FLOPs: ~10 per element.
+// With step counts and schedule tables (Note [Device step counts], Note
+// [Schedule tables] in kernels/optim.h) each tensor's values come from its
+// count, as a CUDA block takes them, and its next count is written after the
+// update, skipped or not.
 // Deterministic: bit-identical for any thread count.
 // Test: tests/optim/test_optimizers.cpp, tests/optim/test_optim_state.cpp,
 // tests/optim/test_amp.cpp; benchmark: bench/optim.cpp.
@@ -99,35 +103,33 @@ std::vector<double> sums_of_squares(const UpdateList& l, Pick pick) {
 // The update is skipped: the found-inf flag is set (Note [Device step counts]).
 bool skipped(const UpdateList& l) { return l.found_inf != nullptr && *l.found_inf != 0; }
 
-// The step of slot t: its own count + 1, or the Args' step.
-int64_t step_of(const UpdateSlot& t, int64_t args_step) { return t.step ? *t.step + 1 : args_step; }
+// The step, LR and momentum (or β1) of slot t: from its own count and the
+// list's tables where it has a count, else the Args' (math::step_values).
+math::StepValues values_of(const UpdateList& l, const UpdateSlot& t, int64_t args_step,
+                           double lr, double momentum) {
+    return math::step_values(t.step, args_step, lr, momentum, l.tables.lr, l.tables.momentum,
+                             l.tables.size);
+}
 
-// After an applied update: every slot's own step count + 1.
-void advance_steps(const UpdateList& l) {
+// After an update, applied or skipped: every slot's next count is its count
+// + 1, or + 0 when skipped (the CUDA kernels write it in their last pass).
+void advance_steps(const UpdateList& l, bool applied) {
     for (const UpdateSlot& t : l.slots)
-        if (t.step) ++*t.step;
+        if (t.step) *t.next_step = *t.step + (applied ? 1 : 0);
 }
 
 }  // namespace
 
 void adam_update(const UpdateList& l, const AdamArgs& a) {
-    if (skipped(l)) return;
+    if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "adam_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const math::AdamScalars<A> s0{A(a.beta1),
-                                      A(a.beta2),
-                                      A(a.eps),
-                                      A(0),  // step_size, inv_bc2_sqrt: per slot's step
-                                      A(0),
-                                      A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
-                                      A(a.decoupled ? 0 : a.weight_decay)};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            const int64_t step = step_of(t, a.step);
-            math::AdamScalars<A> s = s0;
-            s.step_size = A(a.lr / math::bias_correction(a.beta1, step));
-            s.inv_bc2_sqrt = A(1 / std::sqrt(math::bias_correction(a.beta2, step)));
+            const math::StepValues h = values_of(l, t, a.step, a.lr, a.beta1);
+            const math::AdamScalars<A> s = math::adam_scalars<A>(
+                h.lr, h.momentum, a.beta2, a.eps, a.weight_decay, a.decoupled, h.t);
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict m = static_cast<A*>(t.state1);
@@ -140,20 +142,20 @@ void adam_update(const UpdateList& l, const AdamArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
-    advance_steps(l);
+    advance_steps(l, true);
 }
 
 void sgd_update(const UpdateList& l, const SgdArgs& a) {
-    if (skipped(l)) return;
+    if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "sgd_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const math::SgdScalars<A> s0{A(a.lr), A(a.momentum), A(a.dampening), A(a.weight_decay),
-                                     a.nesterov, a.first};
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            math::SgdScalars<A> s = s0;
-            if (t.step) s.first = *t.step == 0;
+            // The first step is t = 1: the Args' `first` as a step.
+            const math::StepValues h = values_of(l, t, a.first ? 1 : 2, a.lr, a.momentum);
+            const math::SgdScalars<A> s{A(h.lr),           A(h.momentum), A(a.dampening),
+                                        A(a.weight_decay), a.nesterov,    h.t == 1};
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict buf = static_cast<A*>(t.state1);  // null without momentum
@@ -173,22 +175,24 @@ void sgd_update(const UpdateList& l, const SgdArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
-    advance_steps(l);
+    advance_steps(l, true);
 }
 
 void lamb_update(const UpdateList& l, const LambArgs& a) {
-    if (skipped(l)) return;
+    if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "lamb_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const A b1(a.beta1), b2(a.beta2), eps(a.eps), wd(a.weight_decay);
-        // The bias corrections of each slot's step.
-        std::vector<A> bc1_of(l.slots.size()), bc2_of(l.slots.size());
+        const A b2(a.beta2), eps(a.eps), wd(a.weight_decay);
+        // Each slot's step values: β1, the bias corrections, the LR.
+        std::vector<math::StepValues> h(l.slots.size());
+        std::vector<A> b1_of(l.slots.size()), bc1_of(l.slots.size()), bc2_of(l.slots.size());
         for (size_t k = 0; k < l.slots.size(); ++k) {
-            const int64_t step = step_of(l.slots[k], a.step);
-            bc1_of[k] = A(1 / math::bias_correction(a.beta1, step));
-            bc2_of[k] = A(1 / std::sqrt(math::bias_correction(a.beta2, step)));
+            h[k] = values_of(l, l.slots[k], a.step, a.lr, a.beta1);
+            b1_of[k] = A(h[k].momentum);
+            bc1_of[k] = A(1 / math::bias_correction(h[k].momentum, h[k].t));
+            bc2_of[k] = A(1 / std::sqrt(math::bias_correction(a.beta2, h[k].t)));
         }
         // Pass 1: the moments, and Σ p² and Σ r² per tensor (r: the update direction).
         std::vector<double> part_p(l.chunks.size()), part_r(l.chunks.size());
@@ -198,6 +202,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             A* m = static_cast<A*>(t.state1);
             A* v = static_cast<A*>(t.state2);
             const A inv_bc1 = bc1_of[size_t(c.tensor)], inv_bc2_sqrt = bc2_of[size_t(c.tensor)];
+            const A b1 = b1_of[size_t(c.tensor)];
             double sp = 0, sr = 0;
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 const A x = cast<A>(p[i]), gi = cast<A>(g[i]);
@@ -217,7 +222,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
         }
         std::vector<A> step(l.slots.size());
         for (size_t k = 0; k < l.slots.size(); ++k)
-            step[k] = A(a.lr * math::lamb_trust(std::sqrt(norm_p[k]), std::sqrt(norm_r[k])));
+            step[k] = A(h[k].lr * math::lamb_trust(std::sqrt(norm_p[k]), std::sqrt(norm_r[k])));
         // Pass 2: p −= lr · trust · r, r recomputed from the stored moments.
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
             P* p = static_cast<P*>(t.param);
@@ -234,34 +239,40 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
-    advance_steps(l);
+    advance_steps(l, true);
 }
 
 void lars_update(const UpdateList& l, const LarsArgs& a) {
-    if (skipped(l)) return;
+    if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "lars_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         const double wd = a.exclude ? 0 : a.weight_decay;
-        std::vector<A> local(l.slots.size(), A(a.lr));
+        // Each slot's step values (the first step is t = 1) and local rate.
+        std::vector<math::StepValues> h(l.slots.size());
+        std::vector<A> local(l.slots.size());
+        for (size_t k = 0; k < l.slots.size(); ++k) {
+            h[k] = values_of(l, l.slots[k], a.first ? 1 : 2, a.lr, a.momentum);
+            local[k] = A(h[k].lr);
+        }
         if (!a.exclude) {
             const std::vector<double> pp =
                 sums_of_squares<P>(l, [](const UpdateSlot& t) { return t.param; });
             const std::vector<double> gg =
                 sums_of_squares<G>(l, [](const UpdateSlot& t) { return t.grad; });
             for (size_t k = 0; k < l.slots.size(); ++k)
-                local[k] = A(a.lr * math::lars_trust(std::sqrt(pp[k]), std::sqrt(gg[k]),
-                                                     a.trust_coefficient, wd, a.eps));
+                local[k] = A(h[k].lr * math::lars_trust(std::sqrt(pp[k]), std::sqrt(gg[k]),
+                                                        a.trust_coefficient, wd, a.eps));
         }
-        const A mu(a.momentum), decay(wd);
+        const A decay(wd);
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
             P* p = static_cast<P*>(t.param);
             const G* g = static_cast<const G*>(t.grad);
             A* buf = static_cast<A*>(t.state1);
+            const math::StepValues& ht = h[size_t(c.tensor)];
             const A rate = local[size_t(c.tensor)];
-            const bool first = t.step ? *t.step == 0 : a.first;
-            const A keep = first ? A(0) : mu;  // the buffer starts at 0
+            const A keep = ht.t == 1 ? A(0) : A(ht.momentum);  // the buffer starts at 0
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 A x = cast<A>(p[i]);
                 const A d = rate * (cast<A>(g[i]) + decay * x);
@@ -272,7 +283,7 @@ void lars_update(const UpdateList& l, const LarsArgs& a) {
             write_copy<P>(l, t, c);
         });
     });
-    advance_steps(l);
+    advance_steps(l, true);
 }
 
 double sum_squares(const UpdateList& l) {

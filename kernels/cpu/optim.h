@@ -19,9 +19,11 @@ void lamb_update(const UpdateList& l, const LambArgs& a);
 /// LARS (state1 = momentum buffer).
 void lars_update(const UpdateList& l, const LarsArgs& a);
 
-// With l.found_inf set (nonzero) the updates return at once; otherwise each
-// slot with a step count uses it (t = count + 1) and advances it
-// (Note [Device step counts] in kernels/optim.h).
+// Each slot with a step count uses it (t = count + 1, and the list's
+// schedule tables at the count) and writes its next count: count + 1, or
+// count when l.found_inf is set (nonzero), in which case nothing else is
+// written (Note [Device step counts], Note [Schedule tables] in
+// kernels/optim.h).
 
 /// Σ x² over every slot's `param` buffer, in f64 (chunk partials in order).
 double sum_squares(const UpdateList& l);

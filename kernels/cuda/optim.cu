@@ -15,24 +15,31 @@
 //   40 (pass 1 reads p, g, m, v and writes m, v; pass 2 reads p, m, v and
 //   writes p), LARS 28 (norms read p, g; update reads p, g, b, writes p, b);
 //   +2 per element for a copy; global norm 4 (read), clip and unscale 8; plus
-//   8 bytes per chunk of 16,384 for each partial. FLOPs: ~10 per element
-//   (Adam 12, LAMB 20), 2 for the norm.
+//   8 bytes per chunk of 16,384 for each partial, and per chunk the step
+//   count and schedule-table entries read (8-24 bytes), per tensor its next
+//   count written (8). FLOPs: ~10 per element (Adam 12, LAMB 20), 2 for the
+//   norm; per block a few f64 operations and two pow for the step's scalars.
 // Launch (kernels/cuda/optim_plan.h, Note [Chunk tables as kernel
 //   parameters]): a block of 256 threads per chunk of 16,384 elements, the
 //   chunk table of up to 256 tensors as a __grid_constant__ kernel parameter,
 //   so one launch per pass serves up to 256 tensors of any size; 16-byte loads
 //   (8 for f16/bf16 gradients and copies) where every buffer is aligned. Norms:
 //   pass 1 writes one f64 partial per chunk (block_reduce), a warp per tensor
-//   adds its chunks' partials in chunk order, then the update pass. The
-//   launch table, the chunk walk and the host side: kernels/cuda/optim_launch.cuh.
-// Loss scaling (Note [Device step counts] in kernels/optim.h): each update
-//   block first reads the list's found-inf flag (set: it returns, writing
-//   nothing) and its tensor's own step count, computing the bias corrections
-//   (Adam, LAMB) or the first-step rule (SGD, LARS) from it in f64 — the
-//   host's formulas, CUDA's pow possibly a last place off the host's; after
-//   the passes, advance_steps_kernel (one thread per tensor, up to 2,048
-//   step pointers as its kernel parameter) adds 1 to each count unless the
-//   flag is set. update_scale_kernel: the scaler's rule, one thread.
+//   adds its chunks' partials in chunk order, then the update pass. Launches
+//   per group of up to 256 tensors: AdamW and SGD 1, LAMB 3, LARS 3 (1 for
+//   an excluded group); global norm 1 + 1, clip and unscale 1; each counted
+//   (core/launch_count.h). The launch table, the chunk walk and the host
+//   side: kernels/cuda/optim_launch.cuh.
+// Loss scaling and schedules (Note [Device step counts], Note [Schedule
+//   tables] in kernels/optim.h): each update block reads the list's found-inf
+//   flag and its tensor's own step count, and from them and the schedule
+//   tables the LR, the momentum or β1, the bias corrections (Adam, LAMB) or
+//   the first-step rule (SGD, LARS) in f64 — the host's formulas, CUDA's pow
+//   possibly a last place off the host's. In the last pass, the block of the
+//   tensor's chunk 0 writes its next count (count + 1, or count when the flag
+//   is set) to the other word of the pair, in the same launch: no launch of
+//   its own. Then, with the flag set, the blocks return writing nothing else.
+//   update_scale_kernel: the scaler's rule, one thread.
 // Deterministic: every sum's order depends on the sizes only; no atomics.
 // Test: tests/cuda/test_cuda_optim.cpp; plan: tests/kernels/test_optim_plan.cpp.
 //   Bench: `ember bench optim` (its cuda:0 rows).
@@ -62,22 +69,26 @@ using namespace optim_detail;
 // ---- Update kernels: one block per chunk ----
 
 // The Adam hyper-parameters that enter the step-dependent scalars (f64).
-struct AdamStep {
-    double lr, beta1, beta2;
+struct AdamHyper {
+    double lr, beta1, beta2, eps, weight_decay;
+    int decoupled;
     int64_t step;  // the host's step, for entries without their own count
 };
 
+// Adam/AdamW, one pass: the step count advances in it (advance_count).
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamStep st,
-                const CopyArgs c, const float* found_inf) {
+    adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamHyper h,
+                const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
-    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
+    const bool skipped = skip_update(st);
+    advance_count(e, skipped);
+    if (skipped) return;
     if (e.step) {  // kernels/cpu/optim.cpp's adam_update, from the entry's own count
-        const int64_t t = step_of(e, st.step);
-        s.step_size = A(st.lr / math::bias_correction(st.beta1, t));
-        s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(st.beta2, t)));
+        const math::StepValues v = values_of(e, st, h.step, h.lr, h.beta1);
+        s = math::adam_scalars<A>(v.lr, v.momentum, h.beta2, h.eps, h.weight_decay,
+                                  h.decoupled != 0, v.t);
     }
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
@@ -94,14 +105,27 @@ __global__ void __launch_bounds__(kUpdateBlock)
     });
 }
 
+// The SGD and LARS hyper-parameters a schedule may change (f64).
+struct SgdHyper {
+    double lr, momentum;
+};
+
+// SGD, one pass: the step count advances in it.
 template <class P, class G, int K, bool kMomentum>
 __global__ void __launch_bounds__(kUpdateBlock)
-    sgd_kernel(const __grid_constant__ Launch lp, math::SgdScalars<Acc<P>> s, const CopyArgs c,
-               const float* found_inf) {
+    sgd_kernel(const __grid_constant__ Launch lp, math::SgdScalars<Acc<P>> s, const SgdHyper h,
+               const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
-    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
-    if (e.step) s.first = *e.step == 0;
+    const bool skipped = skip_update(st);
+    advance_count(e, skipped);
+    if (skipped) return;
+    if (e.step) {  // kernels/cpu/optim.cpp's sgd_update, from the entry's own count
+        const math::StepValues v = values_of(e, st, 0, h.lr, h.momentum);
+        s.lr = A(v.lr);
+        s.momentum = A(v.momentum);
+        s.first = v.t == 1;
+    }
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* buf = static_cast<A*>(e.state1);
@@ -126,13 +150,16 @@ struct LambScalars {
     int64_t step;         // the host's step
 };
 
-// s with the bias corrections of entry e's own step count, where it has one.
+// s with β1 and the bias corrections of entry e's own step count (and the
+// β1 table), where it has one.
 template <class A>
-__device__ __forceinline__ LambScalars<A> lamb_scalars_of(const Entry& e, LambScalars<A> s) {
+__device__ __forceinline__ LambScalars<A> lamb_scalars_of(const Entry& e, const StepArgs& st,
+                                                          LambScalars<A> s) {
     if (e.step) {
-        const int64_t t = step_of(e, s.step);
-        s.inv_bc1 = A(1 / math::bias_correction(s.beta1, t));
-        s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(s.beta2, t)));
+        const math::StepValues v = values_of(e, st, s.step, 0, s.beta1);
+        s.b1 = A(v.momentum);
+        s.inv_bc1 = A(1 / math::bias_correction(v.momentum, v.t));
+        s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(s.beta2, v.t)));
     }
     return s;
 }
@@ -141,11 +168,11 @@ __device__ __forceinline__ LambScalars<A> lamb_scalars_of(const Entry& e, LambSc
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
     lamb_moments_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s0,
-                        double* part_p, double* part_r, const float* found_inf) {
+                        double* part_p, double* part_r, const StepArgs st) {
     using A = Acc<P>;
-    if (skip_update(found_inf)) return;  // the partials are then never read
+    if (skip_update(st)) return;  // the partials are then never read
     const Entry& e = entry_of(lp);
-    const LambScalars<A> s = lamb_scalars_of(e, s0);
+    const LambScalars<A> s = lamb_scalars_of(e, st, s0);
     const P* p = static_cast<const P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* m = static_cast<A*>(e.state1);
@@ -169,15 +196,18 @@ __global__ void __launch_bounds__(kUpdateBlock)
     write_partials(lp, acc, part_p, part_r);
 }
 
-// LAMB pass 2: p −= lr·trust·r, r recomputed from the stored moments.
+// LAMB pass 3: p −= lr·trust·r, r recomputed from the stored moments; the
+// step count advances here, in the last pass.
 template <class P, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
     lamb_apply_kernel(const __grid_constant__ Launch lp, const LambScalars<Acc<P>> s0,
-                      const Acc<P>* rate, const CopyArgs c, const float* found_inf) {
+                      const Acc<P>* rate, const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
-    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
-    const LambScalars<A> s = lamb_scalars_of(e, s0);
+    const bool skipped = skip_update(st);
+    advance_count(e, skipped);
+    if (skipped) return;
+    const LambScalars<A> s = lamb_scalars_of(e, st, s0);
     P* p = static_cast<P*>(e.param);
     const A* m = static_cast<const A*>(e.state1);
     const A* v = static_cast<const A*>(e.state2);
@@ -197,22 +227,25 @@ __global__ void __launch_bounds__(kUpdateBlock)
     });
 }
 
-// LARS update: b = keep·b + rate·(g + decay·p); p −= b; rate per tensor
-// (null: `lr` for all, the excluded groups); keep = 0 on a first step (the
-// entry's own count 0, or the host's `first`), else μ.
+// LARS update, the last pass: b = keep·b + rate·(g + decay·p); p −= b; rate
+// per tensor (null: the LR for all, the excluded groups); keep = 0 on a
+// first step (the entry's own count 0, or the host's `first`), else μ. The
+// step count advances here.
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, Acc<P> lr, Acc<P> mu,
-                      int first_step, Acc<P> decay, const CopyArgs c, const float* found_inf) {
+    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, const SgdHyper h,
+                      int first_step, Acc<P> decay, const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
-    if (skip_update(found_inf)) return;
     const Entry& e = entry_of(lp);
-    const bool first = e.step ? *e.step == 0 : first_step != 0;
-    const A keep = first ? A(0) : mu;
+    const bool skipped = skip_update(st);
+    advance_count(e, skipped);
+    if (skipped) return;
+    const math::StepValues v = values_of(e, st, first_step ? 1 : 2, h.lr, h.momentum);
+    const A keep = v.t == 1 ? A(0) : A(v.momentum);
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
     A* buf = static_cast<A*>(e.state1);
-    const A r = rate ? rate[e.tensor] : lr;
+    const A r = rate ? rate[e.tensor] : A(v.lr);
     walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
         constexpr int k = decltype(kk)::value;
         A x[k], gi[k], b[k];
@@ -255,7 +288,7 @@ __global__ void __launch_bounds__(kUpdateBlock)
 
 // A warp per tensor (its launch entry that holds chunk 0): the tensor's chunk
 // partials added in chunk order per lane, then the warp's tree, and
-// rate[tensor] = trust(sqrt(Σ1), sqrt(Σ2)).
+// rate[tensor] = trust(entry, sqrt(Σ1), sqrt(Σ2)).
 template <class A, class Trust>
 __global__ void __launch_bounds__(kUpdateBlock)
     rates_kernel(const __grid_constant__ Launch lp, const double* part1, const double* part2,
@@ -269,32 +302,38 @@ __global__ void __launch_bounds__(kUpdateBlock)
     Sum2 acc{0, 0};
     for (int64_t c = lane; c < n; c += kWarp) acc = {acc.a + part1[g0 + c], acc.b + part2[g0 + c]};
     acc = warp_reduce(acc, AddSum2{});
-    if (lane == 0) rate[e.tensor] = A(trust(sqrt(acc.a), sqrt(acc.b)));
+    if (lane == 0) rate[e.tensor] = A(trust(e, sqrt(acc.a), sqrt(acc.b)));
 }
 
+// The rates lr·trust, the LR the entry's own (from the table at its count,
+// where there are both).
 struct LambTrust {
     double lr;
-    __device__ double operator()(double norm_p, double norm_r) const {
-        return lr * math::lamb_trust(norm_p, norm_r);
+    StepArgs st;
+    __device__ double operator()(const Entry& e, double norm_p, double norm_r) const {
+        return values_of(e, st, 1, lr, 0).lr * math::lamb_trust(norm_p, norm_r);
     }
 };
 struct LarsTrust {
     double lr, eta, weight_decay, eps;
-    __device__ double operator()(double norm_p, double norm_g) const {
-        return lr * math::lars_trust(norm_p, norm_g, eta, weight_decay, eps);
+    StepArgs st;
+    __device__ double operator()(const Entry& e, double norm_p, double norm_g) const {
+        return values_of(e, st, 1, lr, 0).lr *
+               math::lars_trust(norm_p, norm_g, eta, weight_decay, eps);
     }
 };
 
 // rates_kernel for every launch: a warp per entry.
 template <class A, class Trust>
-void launch_rates(const std::vector<HostLaunch>& ls, const double* part1, const double* part2,
-                  A* rate, Trust trust, StreamRef stream) {
+void launch_rates(const char* name, const std::vector<HostLaunch>& ls, const double* part1,
+                  const double* part2, A* rate, Trust trust, StreamRef stream) {
     constexpr int warps = kUpdateBlock / kWarp;
     for (const HostLaunch& h : ls) {
         rates_kernel<A, Trust>
             <<<unsigned((h.p.n + warps - 1) / warps), kUpdateBlock, 0, stream.handle>>>(
                 h.p, part1, part2, rate, trust);
         EMBER_CUDA_CHECK(cudaGetLastError());
+        count_launch(name);
     }
 }
 
@@ -362,17 +401,12 @@ void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
-        const math::AdamScalars<A> s{A(a.beta1),
-                                     A(a.beta2),
-                                     A(a.eps),
-                                     A(a.lr / math::bias_correction(a.beta1, step)),
-                                     A(1 / std::sqrt(math::bias_correction(a.beta2, step))),
-                                     A(a.decoupled ? 1 - a.lr * a.weight_decay : 1),
-                                     A(a.decoupled ? 0 : a.weight_decay)};
-        launch_all(ls, stream, adam_kernel<P, G, kVec<P>>, s, AdamStep{a.lr, a.beta1, a.beta2, step},
-                   copy_args(l), l.found_inf);
+        const math::AdamScalars<A> s = math::adam_scalars<A>(a.lr, a.beta1, a.beta2, a.eps,
+                                                             a.weight_decay, a.decoupled, step);
+        const AdamHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.decoupled ? 1 : 0, step};
+        launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>>, s, h, step_args(l),
+                   copy_args(l));
     });
-    advance_steps(l, stream);
 }
 
 void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
@@ -384,12 +418,14 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
         using A = Acc<P>;
         const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(a.dampening),
                                     A(a.weight_decay), a.nesterov,    a.first};
+        const SgdHyper h{a.lr, a.momentum};
         if (momentum)
-            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, copy_args(l), l.found_inf);
+            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, h,
+                       step_args(l), copy_args(l));
         else
-            launch_all(ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, copy_args(l), l.found_inf);
+            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, h,
+                       step_args(l), copy_args(l));
     });
-    advance_steps(l, stream);
 }
 
 void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
@@ -414,13 +450,13 @@ void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
         double* part_p = ws.as<double>();
         double* part_r = part_p + chunks;
         A* rate = reinterpret_cast<A*>(part_r + chunks);
-        launch_all(ls, stream, lamb_moments_kernel<P, G, kVec<P>>, s, part_p, part_r,
-                   l.found_inf);
-        launch_rates(ls, part_p, part_r, rate, LambTrust{a.lr}, stream);
-        launch_all(ls, stream, lamb_apply_kernel<P, kVec<P>>, s, static_cast<const A*>(rate),
-                   copy_args(l), l.found_inf);
+        launch_all("lamb_moments", ls, stream, lamb_moments_kernel<P, G, kVec<P>>, s, part_p,
+                   part_r, step_args(l));
+        launch_rates("lamb_rates", ls, part_p, part_r, rate, LambTrust{a.lr, step_args(l)},
+                     stream);
+        launch_all("lamb_apply", ls, stream, lamb_apply_kernel<P, kVec<P>>, s,
+                   static_cast<const A*>(rate), step_args(l), copy_args(l));
     });
-    advance_steps(l, stream);
 }
 
 void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
@@ -439,14 +475,15 @@ void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
             double* part_p = ws.as<double>();
             double* part_g = part_p + chunks;
             rate = reinterpret_cast<A*>(part_g + chunks);
-            launch_all(ls, stream, squares_kernel<P, G, kVec<P>, true>, part_p, part_g);
-            launch_rates(ls, part_p, part_g, rate, LarsTrust{a.lr, a.trust_coefficient, wd, a.eps},
-                         stream);
+            launch_all("lars_squares", ls, stream, squares_kernel<P, G, kVec<P>, true>, part_p,
+                       part_g);
+            launch_rates("lars_rates", ls, part_p, part_g, rate,
+                         LarsTrust{a.lr, a.trust_coefficient, wd, a.eps, step_args(l)}, stream);
         }
-        launch_all(ls, stream, lars_apply_kernel<P, G, kVec<P>>, static_cast<const A*>(rate),
-                   A(a.lr), A(a.momentum), a.first ? 1 : 0, A(wd), copy_args(l), l.found_inf);
+        launch_all("lars_apply", ls, stream, lars_apply_kernel<P, G, kVec<P>>,
+                   static_cast<const A*>(rate), SgdHyper{a.lr, a.momentum}, a.first ? 1 : 0,
+                   A(wd), step_args(l), copy_args(l));
     });
-    advance_steps(l, stream);
 }
 
 void global_norm(const std::vector<UpdateList>& lists, void* out, DType out_dtype,
@@ -461,14 +498,15 @@ void global_norm(const std::vector<UpdateList>& lists, void* out, DType out_dtyp
     for (size_t i = 0; i < lists.size(); ++i) {
         visit_floating(lists[i].param, "global_norm", [&](auto tag) {
             using T = typename decltype(tag)::type;
-            launch_all(ls[i], stream, squares_kernel<T, T, kVec<T>, false>, part,
-                       static_cast<double*>(nullptr));
+            launch_all("global_norm_squares", ls[i], stream, squares_kernel<T, T, kVec<T>, false>,
+                       part, static_cast<double*>(nullptr));
         });
         part += total_chunks(ls[i]);
     }
     norm_finish_kernel<<<1, kUpdateBlock, 0, stream.handle>>>(ws.as<double>(), chunks, out,
                                                               out_dtype == DType::f64 ? 1 : 0);
     EMBER_CUDA_CHECK(cudaGetLastError());
+    count_launch("global_norm_finish");
 }
 
 void clip_by_norm_(const UpdateList& l, const void* norm, DType norm_dtype, double max_norm,
@@ -479,7 +517,7 @@ void clip_by_norm_(const UpdateList& l, const void* norm, DType norm_dtype, doub
     const ScaleArgs s{nullptr, norm, norm_dtype == DType::f64 ? 1 : 0, max_norm, nullptr};
     visit_floating(l.param, "clip_by_norm_", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        launch_all(ls, stream, scale_kernel<T, kVec<T>>, s);
+        launch_all("clip_by_norm_", ls, stream, scale_kernel<T, kVec<T>>, s);
     });
 }
 
@@ -488,7 +526,7 @@ void unscale_(const UpdateList& l, const float* inv_scale, float* found_inf, Str
     const ScaleArgs s{inv_scale, nullptr, 0, 0, found_inf};
     visit_floating(l.param, "unscale_", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        launch_all(ls, stream, scale_kernel<T, kVec<T>>, s);
+        launch_all("unscale_", ls, stream, scale_kernel<T, kVec<T>>, s);
     });
 }
 
@@ -507,6 +545,7 @@ void update_scale(float* scale, float* found_inf, int64_t* counters, double grow
     update_scale_kernel<<<1, 1, 0, stream.handle>>>(scale, found_inf, counters, growth, backoff,
                                                     interval);
     EMBER_CUDA_CHECK(cudaGetLastError());
+    count_launch("update_scale_");
 }
 
 }  // namespace ember::kernels::cuda

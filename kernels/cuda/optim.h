@@ -16,9 +16,11 @@ namespace ember::kernels::cuda {
 // chunk tables are not read: the CUDA launches cut the slots at their own
 // chunk size (kernels/cuda/optim_plan.h). State buffers are of the
 // parameters' accumulation type, as on the CPU. Each update reads the list's
-// found-inf flag in every block (set: nothing is written) and the slots' own
-// step counts, advanced by one more launch after its passes (Note [Device
-// step counts] in kernels/optim.h).
+// found-inf flag in every block (set: nothing is written but the next step
+// counts), the slots' own step counts and the list's schedule tables, and
+// writes the next counts in its last pass (Note [Device step counts], Note
+// [Schedule tables] in kernels/optim.h). Every launch is counted
+// (core/launch_count.h).
 
 /// Adam / AdamW (state1 = exp_avg, state2 = exp_avg_sq), copies written in
 /// the same pass.

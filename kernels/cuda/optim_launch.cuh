@@ -2,9 +2,10 @@
 // (kernels/cuda/optim.cu): the launch table a kernel takes as its parameter
 // (Note [Chunk tables as kernel parameters] in kernels/cuda/optim_plan.h),
 // a block's walk over its chunk with vector loads where aligned, the
-// low-precision copy of updated parameters, the per-chunk partial sums, and
-// the host side that fills the tables and launches, and the advance of the
-// tensors' own step counts. Included by optim.cu only.
+// low-precision copy of updated parameters, the per-chunk partial sums, a
+// tensor's step values and the write of its next step count (in the
+// update's last pass), and the host side that fills the tables and launches
+// (counted: core/launch_count.h). Included by optim.cu only.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/launch_count.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/loop.cuh"
 #include "kernels/cuda/optim_plan.h"
@@ -26,7 +28,7 @@ using math::cast;
 
 // ---- The launch table (kernel parameters) ----
 
-// One tensor entry as the kernels read it: 80 bytes.
+// One tensor entry as the kernels read it: 88 bytes.
 struct Entry {
     void* param;
     const void* grad;
@@ -34,6 +36,7 @@ struct Entry {
     void* state2;
     void* copy;
     const int64_t* step;           // the tensor's own step count, or null (Note [Device step counts])
+    int64_t* next_step;            // where its first block writes the next count (with `step`)
     int64_t numel, first, chunk0;  // LaunchEntry's first and chunk0
     int32_t tensor, vec;           // the slot's index; 1: every buffer aligned for K-element loads
 };
@@ -157,14 +160,20 @@ inline bool aligned(const void* p, int64_t bytes) {
 }
 
 // The launches of `l`; K elements per vector load (the kernels' K for its
-// parameter dtype).
+// parameter dtype). Where the slots have step counts, empty tensors get a
+// block too: the one that writes their next count (writes_count).
 inline std::vector<HostLaunch> launches_of(const UpdateList& l) {
     std::vector<int64_t> numels;
-    for (const UpdateSlot& s : l.slots) numels.push_back(s.numel);
+    bool counted = false;
+    for (const UpdateSlot& s : l.slots) {
+        numels.push_back(s.numel);
+        counted = counted || s.step != nullptr;
+    }
     const int64_t k = l.param == DType::f64 ? 2 : 4;
     const int64_t acc = l.param == DType::f64 ? 8 : 4;
     std::vector<HostLaunch> out;
-    for (const UpdateLaunch& u : update_launches(numels)) {
+    for (const UpdateLaunch& u :
+         update_launches(numels, kCudaChunk, kMaxLaunchTensors, kMaxLaunchChunks, counted)) {
         HostLaunch& h = out.emplace_back();
         h.p.n = int32_t(u.entries.size());
         h.p.chunk_offset = u.chunk_offset;
@@ -176,8 +185,8 @@ inline std::vector<HostLaunch> launches_of(const UpdateList& l) {
                              aligned(s.grad, k * dtype_size(l.grad)) &&
                              aligned(s.state1, k * acc) && aligned(s.state2, k * acc) &&
                              aligned(s.copy, k * 2);
-            h.p.e[i] = {s.param,  s.grad,    s.state1,  s.state2, s.copy,    s.step,
-                        s.numel,  le.first,  le.chunk0, le.tensor, vec ? 1 : 0};
+            h.p.e[i] = {s.param, s.grad,   s.state1,  s.state2, s.copy,    s.step, s.next_step,
+                        s.numel, le.first, le.chunk0, le.tensor, vec ? 1 : 0};
         }
     }
     return out;
@@ -189,13 +198,15 @@ inline int64_t total_chunks(const std::vector<HostLaunch>& ls) {
     return n;
 }
 
-// Launches kernel<<<blocks, kUpdateBlock>>>(launch, args...) for each launch.
+// Launches kernel<<<blocks, kUpdateBlock>>>(launch, args...) for each
+// launch, each counted under `name` (core/launch_count.h).
 template <class Kernel, class... Args>
-void launch_all(const std::vector<HostLaunch>& ls, StreamRef stream, Kernel kernel,
-                const Args&... args) {
+void launch_all(const char* name, const std::vector<HostLaunch>& ls, StreamRef stream,
+                Kernel kernel, const Args&... args) {
     for (const HostLaunch& h : ls) {
         kernel<<<unsigned(h.blocks), kUpdateBlock, 0, stream.handle>>>(h.p, args...);
         EMBER_CUDA_CHECK(cudaGetLastError());
+        count_launch(name);
     }
 }
 
@@ -225,51 +236,40 @@ void visit_signature(const UpdateList& l, const char* op, F f) {
 template <class P>
 inline constexpr int kVec = sizeof(P) == 8 ? 2 : 4;
 
-// The whole update is skipped: the found-inf flag is set (uniform over the grid).
-__device__ __forceinline__ bool skip_update(const float* found_inf) {
-    return found_inf != nullptr && *found_inf != 0;
-}
+// ---- Step values and counts (Note [Device step counts], Note [Schedule
+// tables] in kernels/optim.h) ----
 
-// The step an entry's update uses: its own count + 1, or the host's.
-__device__ __forceinline__ int64_t step_of(const Entry& e, int64_t host_step) {
-    return e.step ? *e.step + 1 : host_step;
-}
-
-// ---- Step counts (Note [Device step counts]) ----
-
-// The step counts of up to kStepsPerLaunch slots, as a kernel parameter (16 KiB).
-inline constexpr int kStepsPerLaunch = 2048;
-struct StepTable {
-    int64_t* step[kStepsPerLaunch];
-    int32_t n;
+// What an update kernel reads besides its tensors: the found-inf flag and
+// the schedule tables.
+struct StepArgs {
+    const float* found_inf;
+    ScheduleTables tables;
 };
 
-// After every pass of an update: each count + 1 unless the update was skipped.
-__global__ void __launch_bounds__(kUpdateBlock)
-    advance_steps_kernel(const __grid_constant__ StepTable t, const float* found_inf) {
-    if (skip_update(found_inf)) return;
-    const int i = int(blockIdx.x) * kUpdateBlock + int(threadIdx.x);
-    if (i < t.n) ++*t.step[i];
+inline StepArgs step_args(const UpdateList& l) { return {l.found_inf, l.tables}; }
+
+// The whole update is skipped: the found-inf flag is set (uniform over the grid).
+__device__ __forceinline__ bool skip_update(const StepArgs& st) {
+    return st.found_inf != nullptr && *st.found_inf != 0;
 }
 
-// Queues advance_steps_kernel for every slot of `l` that has a step count
-// (empty tensors included: they have no chunk, but they took the step).
-inline void advance_steps(const UpdateList& l, StreamRef stream) {
-    StepTable t;
-    t.n = 0;
-    auto flush = [&] {
-        if (t.n == 0) return;
-        advance_steps_kernel<<<unsigned((t.n + kUpdateBlock - 1) / kUpdateBlock), kUpdateBlock, 0,
-                               stream.handle>>>(t, l.found_inf);
-        EMBER_CUDA_CHECK(cudaGetLastError());
-        t.n = 0;
-    };
-    for (const UpdateSlot& s : l.slots) {
-        if (!s.step) continue;
-        t.step[t.n++] = s.step;
-        if (t.n == kStepsPerLaunch) flush();
-    }
-    flush();
+// Entry e's step, LR and momentum (or β1): from its own count and the
+// tables where it has a count, else the host's (math::step_values).
+__device__ __forceinline__ math::StepValues values_of(const Entry& e, const StepArgs& st,
+                                                      int64_t host_t, double lr,
+                                                      double momentum) {
+    return math::step_values(e.step, host_t, lr, momentum, st.tables.lr, st.tables.momentum,
+                             st.tables.size);
+}
+
+// In an update's last pass, before anything else: the block of the tensor's
+// chunk 0 writes its next step count, count + 1, or count when the update is
+// skipped. It is another word than the count every block of the tensor
+// reads, so no block can see the count advanced, whatever the order the
+// blocks run in; and the write is in the update's own launch, skipped or not.
+__device__ __forceinline__ void advance_count(const Entry& e, bool skipped) {
+    if (e.next_step != nullptr && threadIdx.x == 0 && writes_count(blockIdx.x, e.first, e.chunk0))
+        *e.next_step = *e.step + (skipped ? 0 : 1);
 }
 
 }  // namespace ember::kernels::cuda::optim_detail

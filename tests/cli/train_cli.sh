@@ -61,6 +61,15 @@ resume)
     cmp "$work/straight/checkpoint/state.safetensors" "$work/stopped/checkpoint/state.safetensors" ||
         fail "resumed checkpoint differs"
     echo "ok: stop after 30 steps (mid-epoch 1) + resume == 94 straight steps, byte for byte"
+    # Under loss scaling the schedule runs from device tables indexed by the
+    # applied-step counts (Note [Schedule tables]): resuming is as exact.
+    "$ember" train "${common[@]}" --amp f16 --out "$work/f16" > /dev/null || fail "f16 run"
+    "$ember" train "${common[@]}" --amp f16 --out "$work/f16_stopped" --stop-after 30 > /dev/null
+    [ $? -eq 130 ] || fail "f16: --stop-after did not exit 130"
+    "$ember" train --resume "$work/f16_stopped" > /dev/null || fail "f16 resume failed"
+    cmp "$work/f16/checkpoint/state.safetensors" "$work/f16_stopped/checkpoint/state.safetensors" ||
+        fail "f16: resumed checkpoint differs"
+    echo "ok: the same with --amp f16 (loss scaling, the schedule from device tables)"
     ;;
 signal)
     "$ember" train --model mlp --limit 20000 --epochs 3 --out "$work/run" --log-every 5 \

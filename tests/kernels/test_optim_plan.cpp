@@ -1,7 +1,9 @@
 // The CUDA multi-tensor launch plan (kernels/cuda/optim_plan.h), on the CPU:
 // the launches' blocks, looked up as the kernels do (find_entry, chunk_range),
 // walk exactly the chunks of kernels::chunk_table in its order, every element
-// once; limits on tensors and chunks per launch split where they should.
+// once; limits on tensors and chunks per launch split where they should; with
+// step counts every tensor, empty ones included, has exactly one block that
+// writes its next count.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
@@ -17,7 +19,8 @@ namespace {
 
 // Every block of every launch as (tensor, begin, count), via the kernels' lookup.
 std::vector<Chunk> walk_plan(const std::vector<UpdateLaunch>& ls,
-                             const std::vector<int64_t>& numels, int64_t chunk) {
+                             const std::vector<int64_t>& numels, int64_t chunk,
+                             bool empty_block = false) {
     std::vector<Chunk> out;
     int64_t expected_offset = 0;
     for (const UpdateLaunch& l : ls) {
@@ -33,6 +36,10 @@ std::vector<Chunk> walk_plan(const std::vector<UpdateLaunch>& ls,
             const LaunchEntry& le = l.entries[size_t(e)];
             const ChunkRange r =
                 chunk_range(b, le.first, le.chunk0, numels[size_t(le.tensor)], chunk);
+            if (empty_block && numels[size_t(le.tensor)] == 0) {  // its one block, empty
+                REQUIRE(r.begin == r.end);
+                continue;
+            }
             REQUIRE(r.begin < r.end);
             out.push_back({le.tensor, r.begin, r.end - r.begin});
         }
@@ -110,4 +117,45 @@ TEST_CASE("optim plan: sizes past 2^31 elements and no tensors", "[optim][plan]"
     CHECK(r.end - r.begin == big % kCudaChunk);
     CHECK(update_launches({}).empty());
     CHECK(update_launches({0, 0}).empty());
+}
+
+TEST_CASE("optim plan: with step counts each tensor has one block that writes its count",
+          "[optim][plan]") {
+    // Empty tensors first, last and in between; tensors split across launches.
+    const std::vector<int64_t> numels = {0, 10, 0, 0, 45, 2, 0, 17, 0};
+    for (int max_tensors : {1, 2, 3, 64})
+        for (int64_t max_chunks : {int64_t(1), int64_t(4), int64_t(1000)}) {
+            INFO("max_tensors " << max_tensors << ", max_chunks " << max_chunks);
+            const auto ls = update_launches(numels, 4, max_tensors, max_chunks, true);
+            // The elements are still walked exactly once, in chunk_table's order.
+            check_same(walk_plan(ls, numels, 4, true), chunk_table(numels, 4));
+            // Block by block as the kernels find their entries: the writers.
+            std::vector<int> writers(numels.size(), 0);
+            for (const UpdateLaunch& l : ls) {
+                CHECK(int(l.entries.size()) <= max_tensors);
+                CHECK(l.chunks <= max_chunks);
+                for (int64_t b = 0; b < l.chunks; ++b) {
+                    const int e = find_entry(int(l.entries.size()), b,
+                                             [&](int k) { return l.entries[size_t(k)].first; });
+                    const LaunchEntry& le = l.entries[size_t(e)];
+                    if (writes_count(b, le.first, le.chunk0)) ++writers[size_t(le.tensor)];
+                }
+            }
+            CHECK(writers == std::vector<int>(numels.size(), 1));
+            int64_t blocks = 0;
+            for (const UpdateLaunch& l : ls) blocks += l.chunks;
+            CHECK(blocks == 3 + 12 + 1 + 5 + 5);  // 5 empty tensors, one block each
+        }
+    // Without step counts empty tensors get no block (the gradient passes).
+    const auto plain = update_launches(numels, 4);
+    int64_t blocks = 0;
+    for (const UpdateLaunch& l : plain) blocks += l.chunks;
+    CHECK(blocks == 3 + 12 + 1 + 5);
+    CHECK(block_count(0, 4, true) == 1);
+    CHECK(block_count(0, 4, false) == 0);
+    CHECK(block_count(9, 4, true) == 3);
+    // Only empty tensors: one launch of one block each.
+    const auto empties = update_launches({0, 0}, kCudaChunk, kMaxLaunchTensors, kMaxLaunchChunks, true);
+    REQUIRE(empties.size() == 1);
+    CHECK(empties[0].chunks == 2);
 }

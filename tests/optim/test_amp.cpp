@@ -291,8 +291,10 @@ TEST_CASE("amp: update_scale_ rounds the f64 product to f32 once and clears the 
                             "counters must be a two-element i64 tensor");
 }
 
-TEST_CASE("amp: the update kernels skip on the flag and advance their own step counts", "[amp]") {
-    // Through the fronts: a step count per tensor replaces AdamArgs::step.
+TEST_CASE("amp: the update kernels skip on the flag and write their next step counts", "[amp]") {
+    // Through the fronts: a step count per tensor replaces AdamArgs::step;
+    // each update reads one slot of a pair and writes count + 1 (+ 0 when
+    // skipped) into the other, which the caller then reads.
     const std::vector<Shape> shapes = {{0}, {9}, {70001}};
     auto make = [&](uint64_t seed) {
         kernels::UpdateTensors t;
@@ -305,28 +307,58 @@ TEST_CASE("amp: the update kernels skip on the flag and advance their own step c
         return t;
     };
     kernels::UpdateTensors host = make(7), own = make(7);
-    const Tensor counts = zeros({3}, {DType::i64});
-    for (int64_t i = 0; i < 3; ++i) own.steps.push_back(counts.narrow(0, i, 1));
+    // Slot p of tensor i's count at 3p + i; slot 1 poisoned.
+    const Tensor slots = from_vector<int64_t>({0, 0, 0, -5, -5, -5});
     own.found_inf = zeros({1});
+    int64_t phase = 0;  // the slot holding the counts
+    auto point = [&] {  // own reads slot `phase`, writes the other
+        own.steps.clear();
+        own.next_steps.clear();
+        for (int64_t i = 0; i < 3; ++i) {
+            own.steps.push_back(slots.narrow(0, 3 * phase + i, 1));
+            own.next_steps.push_back(slots.narrow(0, 3 * (1 - phase) + i, 1));
+        }
+    };
+    auto counts = [&] { return slots.narrow(0, 3 * phase, 3).contiguous().to_vector<int64_t>(); };
     for (int64_t step = 1; step <= 3; ++step) {
+        point();
         kernels::adam_update(host, {.lr = 0.01, .step = step});
         kernels::adam_update(own, {.lr = 0.01, .step = 99});  // ignored: own counts
-        CHECK(counts.to_vector<int64_t>() == std::vector<int64_t>(3, step));
-        // A raised flag: nothing moves, the counts included.
+        CHECK(counts() == std::vector<int64_t>(3, step - 1));  // the counts read stay as they were
+        phase = 1 - phase;
+        CHECK(counts() == std::vector<int64_t>(3, step));
+        // A raised flag: nothing moves, and the next counts equal the counts.
         kernels::fill(own.found_inf, 1.0);
         const auto before = all_values(own.params);
-        kernels::adam_update(own, {.lr = 0.01});
-        kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, false, 0, 0, own.steps,
-                             own.found_inf},
-                            {.lr = 0.1, .momentum = 0.9});
-        CHECK(all_values(own.params) == before);
-        CHECK(counts.to_vector<int64_t>() == std::vector<int64_t>(3, step));
+        for (int k = 0; k < 2; ++k) {
+            point();
+            if (k == 0)
+                kernels::adam_update(own, {.lr = 0.01});
+            else
+                kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, false, 0, 0,
+                                     own.steps, own.next_steps, own.found_inf},
+                                    {.lr = 0.1, .momentum = 0.9});
+            phase = 1 - phase;
+            CHECK(all_values(own.params) == before);
+            CHECK(counts() == std::vector<int64_t>(3, step));
+        }
         kernels::fill(own.found_inf, 0.0);
     }
     CHECK(all_values(own.params) == all_values(host.params));
     CHECK(all_values(own.state2) == all_values(host.state2));
+    point();
     REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
-                                                  false, 0, 0, {zeros({1}), zeros({1}), zeros({1})}},
+                                                  false, 0, 0, {zeros({1}), zeros({1}), zeros({1})},
+                                                  own.next_steps},
                                                  {}),
                             "step count 0 must be a one-element i64 tensor");
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+                                                  false, 0, 0, own.steps, {}},
+                                                 {}),
+                            "3 step counts but 0 next step counts");
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+                                                  false, 0, 0, own.steps,
+                                                  {own.next_steps[0], own.steps[0], own.next_steps[2]}},
+                                                 {}),
+                            "next step count 1 is the memory of a step count the update reads");
 }

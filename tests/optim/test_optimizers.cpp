@@ -118,14 +118,17 @@ TEST_CASE("optim: groups keep their own hyper-parameters", "[optim]") {
 }
 
 TEST_CASE("optim: parameters without a gradient are skipped and keep their state", "[optim]") {
+    // Parameter 1 gets its first gradient at step 3, parameter 0 none at steps
+    // 3 and 5: each keeps its own count (and the slot it is in, Note [Device
+    // step counts]), so the bias corrections are those of its own steps.
     const std::vector<Tensor> ps = make_params(DType::f32, 6);
     optim::Adam opt(ps, {.lr = 0.05});
     const std::vector<double> before = values(ps[1]);
     std::vector<Ref> refs;
     for (const Tensor& p : ps) refs.push_back(ref_of(p));
-    for (int s = 0; s < 3; ++s) {
+    for (int s = 0; s < 6; ++s) {
         for (size_t i = 0; i < ps.size(); ++i) {
-            if (i == 1 && s < 2) {  // parameter 1 gets its first gradient at step 3
+            if ((i == 1 && s < 2) || (i == 0 && (s == 3 || s == 5))) {
                 ps[i].set_grad({});
                 continue;
             }
@@ -136,7 +139,8 @@ TEST_CASE("optim: parameters without a gradient are skipped and keep their state
         opt.step();
         if (s < 2) CHECK(values(ps[1]) == before);
     }
-    check_params(ps, refs);  // parameter 1 took one step, with step-1 bias corrections
+    check_params(ps, refs);
+    CHECK(opt.state_json().find("\"param_steps\":[4,4,6]") != std::string::npos);
 }
 
 TEST_CASE("optim: results do not depend on the thread count", "[optim]") {

@@ -84,6 +84,8 @@ int run_lr_find(const LrFindConfig& c) {
     validate(c.train);
     if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
     Run run = build_run(c.train);
+    // The sweep sets the LRs itself: no schedule, on the host or the device.
+    run.optimizer->clear_schedule_tables();
     int64_t epoch = 0;
     run.loader->begin_epoch(epoch);
     auto next_batch = [&] {

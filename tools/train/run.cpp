@@ -146,7 +146,14 @@ Run build_run(const TrainConfig& c) {
         optim::decay_groups(*r.model, effective_weight_decay(c));
     r.optimizer = make_optimizer(c, std::move(groups));
     r.schedule = make_schedule(c, *r.optimizer, r.total_steps);
-    if (c.amp == "f16") r.scaler = std::make_unique<amp::GradScaler>();
+    if (c.amp == "f16") {
+        r.scaler = std::make_unique<amp::GradScaler>();
+        // Skipped steps must not advance the schedule; the kernels read it at
+        // the steps they applied, so the loop never reads the found-inf flag
+        // (Note [Schedule tables] in kernels/optim.h). t = total_steps is the
+        // schedule's last step (the LR after the last update).
+        r.schedule->use_device_tables(r.total_steps + 1);
+    }
     return r;
 }
 

@@ -1,7 +1,8 @@
 // The training loop: micro-batches grouped into optimizer steps, the forward
 // under autocast (and activation checkpointing), loss scaling, clipping, the
-// schedule on applied steps, logging at intervals, an evaluation and the
-// weights and checkpoint at each epoch's end, and the stop on a signal.
+// schedule on applied steps (from device tables under loss scaling), logging
+// at intervals, an evaluation and the weights and checkpoint at each epoch's
+// end, and the stop on a signal.
 #include "tools/train/trainer.h"
 
 #include <omp.h>
@@ -197,19 +198,21 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             if (b + 1 != group_end) continue;
 
             // ---- One optimizer step ----
-            bool applied = true;
             if (run.scaler) {
                 if (c.clip_grad > 0) {
                     run.scaler->unscale_(*run.optimizer);
                     optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
                 }
-                applied = run.scaler->step(*run.optimizer);  // reads the found-inf flag
+                const amp::StepResult applied = run.scaler->step(*run.optimizer);
                 run.scaler->update();
+                // The schedule's tables follow the applied steps on the device
+                // (build_run): whether this one was applied is never read here.
+                if (!run.schedule->on_device()) run.schedule->step(applied);
             } else {
                 if (c.clip_grad > 0) optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
                 run.optimizer->step();
+                run.schedule->step();
             }
-            run.schedule->step(applied);
             run.optimizer->zero_grad();
             ++pos.step;
             pos.epoch = epoch;
