@@ -1,29 +1,23 @@
 // The host-sync counter: a per-thread map from op name to count.
 #include "core/host_sync.h"
 
+#include "core/named_counts.h"
+
 namespace ember {
 
 namespace {
 
-std::map<std::string, int64_t>& counts() {
-    thread_local std::map<std::string, int64_t> c;
+NamedCounts& counts() {
+    thread_local NamedCounts c;
     return c;
 }
 
 }  // namespace
 
-void count_host_sync(const char* op) { ++counts()[op]; }
+void count_host_sync(const char* op) { counts().add(op); }
 
-std::map<std::string, int64_t> host_syncs() {
-    std::map<std::string, int64_t> out;
-    out.swap(counts());
-    return out;
-}
+std::map<std::string, int64_t> host_syncs() { return counts().take(); }
 
-int64_t host_sync_total() {
-    int64_t n = 0;
-    for (const auto& [op, c] : counts()) n += c;
-    return n;
-}
+int64_t host_sync_total() { return counts().total(); }
 
 }  // namespace ember

@@ -1,30 +1,24 @@
-// The kernel-launch counter: a per-thread map from kernel name to count, like
-// the host-sync counter (core/host_sync.cpp).
+// The kernel-launch counter: a per-thread map from kernel name to count, kept
+// like the host-sync counter (core/named_counts.h).
 #include "core/launch_count.h"
+
+#include "core/named_counts.h"
 
 namespace ember {
 
 namespace {
 
-std::map<std::string, int64_t>& counts() {
-    thread_local std::map<std::string, int64_t> c;
+NamedCounts& counts() {
+    thread_local NamedCounts c;
     return c;
 }
 
 }  // namespace
 
-void count_launch(const char* kernel) { ++counts()[kernel]; }
+void count_launch(const char* kernel) { counts().add(kernel); }
 
-std::map<std::string, int64_t> kernel_launches() {
-    std::map<std::string, int64_t> out;
-    out.swap(counts());
-    return out;
-}
+std::map<std::string, int64_t> kernel_launches() { return counts().take(); }
 
-int64_t kernel_launch_total() {
-    int64_t n = 0;
-    for (const auto& [kernel, c] : counts()) n += c;
-    return n;
-}
+int64_t kernel_launch_total() { return counts().total(); }
 
 }  // namespace ember
