@@ -163,6 +163,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_flag("--quick", o.quick, "Small shapes (a smoke test, not a measurement)");
     app.add_flag("--breakdown", o.breakdown,
                  "train: the step's time op by op (each conv and GEMM against the GEMM peak)");
+    app.add_option("--device", o.device,
+                   "allreduce: where the tensors live, cpu (MPI) or cuda (NCCL, one GPU per rank)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
 }
 
 int run(const Options& o) {

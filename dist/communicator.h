@@ -28,7 +28,7 @@ struct LaunchInfo {
     int rank = 0;
     int size = 1;
     int local_rank = 0;  ///< the rank among this machine's processes: picks the GPU
-    std::string launcher;  ///< "openmpi", "mpich", "slurm" or "none"
+    std::string launcher = "none";  ///< "openmpi", "mpich", "slurm" or "none"
 };
 LaunchInfo launch_info_from_env();
 

@@ -129,6 +129,14 @@ ddp)
         fail "ddp run failed: $(tail -5 "$work/whole.txt")"
     grep -q "ranks       2 (mpi), batch 128 per rank, 256 in all" "$work/whole.txt" ||
         fail "the start table lacks the ranks"
+    # Only rank 0 prints: one start table and one summary in both ranks' output.
+    for line in "^ember train: " "^  ranks  " "^done: "; do
+        n=$(grep -c -- "$line" "$work/whole.txt")
+        [ "$n" -eq 1 ] || fail "'$line' printed $n times by 2 ranks (rank 0 alone prints)"
+    done
+    "$ember" train --ddp --dump-config > "$work/config.txt" || fail "--dump-config failed"
+    grep -qx "dist-timeout=300" "$work/config.txt" ||
+        fail "--dump-config lacks the 300 s default of --dist-timeout: $(grep dist "$work/config.txt")"
     python3 - "$work/whole/metrics.jsonl" <<'PY' || fail "metrics of the ddp run"
 import json, sys
 epochs = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "epoch"]
@@ -144,7 +152,7 @@ PY
     cmp -s "$work/whole/last.safetensors" "$work/parts/last.safetensors" ||
         fail "ddp: stop at step 20 and resume differs from the uninterrupted run"
     expect_error "written by 2 rank(s) and this run has 1" "$ember" train --resume "$work/parts" --epochs 3
-    echo "ok: ddp run, metrics, bit-exact resume, world size checked"
+    echo "ok: ddp run printed once, metrics, bit-exact resume, world size checked, timeout default"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

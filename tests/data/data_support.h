@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "idx_cases.h"
+#include "scoped_env.h"
 #include "support.h"
 
 namespace ember::test {
@@ -87,21 +88,5 @@ inline std::shared_ptr<const data::FashionMNIST> fashion_test() {
     }
     return ds;
 }
-
-/// Sets an environment variable for one scope and restores it afterwards.
-struct ScopedEnv {
-    std::string name;
-    std::unique_ptr<std::string> saved;
-    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-        if (const char* old = std::getenv(name.c_str())) saved = std::make_unique<std::string>(old);
-        setenv(name.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (saved)
-            setenv(name.c_str(), saved->c_str(), 1);
-        else
-            unsetenv(name.c_str());
-    }
-};
 
 }  // namespace ember::test

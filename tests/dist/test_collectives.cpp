@@ -93,6 +93,66 @@ TEST_CASE("asynchronous collectives complete in any wait order", "[dist]") {
     check_close(b, std::vector<double>(3, 2.0 * n), 0, 0);
 }
 
+TEST_CASE("broadcast, all_gather and reduce_scatter of zero elements", "[dist]") {
+    dist::Communicator& w = world();
+    for (DType d : kDTypes) {
+        INFO(dtype_name(d));
+        Tensor b = empty({0}, {.dtype = d});
+        w.broadcast(b, w.size() - 1, "empty");
+        CHECK(b.numel() == 0);
+        Tensor out = empty({0}, {.dtype = d});
+        w.all_gather(out, empty({0}, {.dtype = d}), "empty");
+        CHECK(out.numel() == 0);
+        Tensor mine = empty({0}, {.dtype = d});
+        w.reduce_scatter(mine, empty({0}, {.dtype = d}), dist::ReduceOp::sum, "empty");
+        CHECK(mine.numel() == 0);
+    }
+    // Every rank still issues the same collectives: one with data agrees.
+    Tensor t = full({3}, double(w.rank() + 1));
+    w.all_reduce(t, dist::ReduceOp::sum, "after the empty ones");
+    const double n = w.size();
+    check_close(t, std::vector<double>(3, n * (n + 1) / 2), 0, 0);
+}
+
+TEST_CASE("asynchronous broadcast, all_gather, reduce_scatter and barrier, waited out of order",
+          "[dist]") {
+    dist::Communicator& w = world();
+    const int root = w.size() - 1, n = w.size();
+    uint64_t salt = 200;
+    for (DType d : {DType::f64, DType::bf16, DType::i32}) {  // bf16: converted back on wait
+        salt += 10;
+        INFO(dtype_name(d));
+        Tensor b = contribution(w.rank(), 9, d, salt);
+        Tensor gathered = full({4 * n}, 7, {.dtype = d});
+        Tensor block = full({3}, 7, {.dtype = d});
+        Tensor a = contribution(w.rank(), 11, d, salt + 3);
+        std::vector<std::unique_ptr<dist::Work>> works;
+        works.push_back(w.broadcast_async(b, root, "b"));
+        works.push_back(w.all_gather_async(gathered, contribution(w.rank(), 4, d, salt + 1), "g"));
+        works.push_back(w.barrier_async("between"));
+        works.push_back(w.reduce_scatter_async(block, contribution(w.rank(), 3 * n, d, salt + 2),
+                                               dist::ReduceOp::sum, "r"));
+        works.push_back(w.all_reduce_async(a, dist::ReduceOp::max, "a"));
+        // Each rank waits in an order of its own, none of them the issue order.
+        const size_t orders[2][5] = {{4, 2, 0, 3, 1}, {1, 3, 4, 0, 2}};
+        for (size_t k : orders[w.rank() % 2]) works[k]->wait();
+        for (auto& work : works) CHECK(work->done());
+
+        check_close(b, values(contribution(root, 9, d, salt)), 0, 0);
+        std::vector<double> want_g, want_r(3, 0.0), want_a(11, -1e300);
+        for (int r = 0; r < n; ++r) {
+            for (double x : values(contribution(r, 4, d, salt + 1))) want_g.push_back(x);
+            const std::vector<double> v = values(contribution(r, 3 * n, d, salt + 2));
+            for (int i = 0; i < 3; ++i) want_r[size_t(i)] += v[size_t(w.rank() * 3 + i)];
+            const std::vector<double> m = values(contribution(r, 11, d, salt + 3));
+            for (size_t i = 0; i < 11; ++i) want_a[i] = std::max(want_a[i], m[i]);
+        }
+        check_close(gathered, want_g, 0, 0);
+        check_close(block, want_r, tol(d), tol(d));
+        check_close(a, want_a, 0, 0);
+    }
+}
+
 TEST_CASE("bad collective arguments are errors on every rank, before any exchange", "[dist]") {
     dist::Communicator& w = world();
     Tensor m = zeros({4, 4});
