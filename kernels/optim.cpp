@@ -7,9 +7,9 @@
 // loss scaler's scale update.
 #include "kernels/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "kernels/cpu/optim.h"
@@ -53,8 +53,12 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
                 " step counts but ", t.next_steps.size(),
                 " next step counts (each count read needs a place for the next one)");
     const Device dev = n > 0 && t.params[0].defined() ? t.params[0].device() : Device::cpu();
-    std::set<const void*> read;  // no next count may overwrite a count read by this update
-    for (const auto* list : {&t.steps, &t.next_steps})
+    // No next count may overwrite a count read by this update: the counts
+    // read, sorted, then each next count looked up (one allocation per call).
+    std::vector<const void*> read;
+    read.reserve(t.steps.size());
+    for (const auto* list : {&t.steps, &t.next_steps}) {
+        if (list == &t.next_steps) std::sort(read.begin(), read.end());
         for (size_t i = 0; i < list->size(); ++i) {
             const Tensor& c = (*list)[i];
             const char* what = list == &t.steps ? "step count " : "next step count ";
@@ -63,12 +67,14 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
                         op, ": ", what, i, " must be a one-element i64 tensor on ", dev,
                         ", got ", describe(c));
             if (list == &t.steps)
-                read.insert(c.data_ptr());
+                read.push_back(c.data_ptr());
             else
-                EMBER_CHECK(!read.count(c.data_ptr()), op, ": next step count ", i,
+                EMBER_CHECK(!std::binary_search(read.begin(), read.end(), c.data_ptr()), op,
+                            ": next step count ", i,
                             " is the memory of a step count the update reads; give it its "
                             "own (Note [Device step counts])");
         }
+    }
     const Tensor* tables[] = {&t.lr_table, &t.momentum_table};
     for (const Tensor* tb : tables) {
         if (!tb->defined()) continue;

@@ -33,6 +33,8 @@ Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {
         phase_.emplace_back(g.params.size(), 0);
     }
     counts_.resize(groups_.size());
+    count_slots_.resize(groups_.size());
+    slots_of_.resize(groups_.size());
     tables_.resize(groups_.size());
 }
 
@@ -105,12 +107,20 @@ void Optimizer::run_step(const Tensor& found_inf) {
             if (nbuf >= 1) batch.state1.push_back(st.buffer1);
             if (nbuf >= 2) batch.state2.push_back(st.buffer2);
             if (!g.model.empty()) batch.copies.push_back(g.model[i]);
-            const int64_t at = 2 * int64_t(i) + phase_[gi][i];
-            batch.steps.push_back(counts.narrow(0, at, 1));
-            batch.next_steps.push_back(counts.narrow(0, at ^ 1, 1));
             included.push_back(i);
         }
         if (batch.params.empty()) continue;
+        std::vector<Tensor>& slots = count_slots_[gi];
+        if (!slots_of_[gi].defined() || slots_of_[gi].data_ptr() != counts.data_ptr()) {
+            slots.clear();
+            for (int64_t k = 0; k < counts.numel(); ++k) slots.push_back(counts.narrow(0, k, 1));
+            slots_of_[gi] = counts;
+        }
+        for (size_t i : included) {
+            const size_t at = 2 * i + phase_[gi][i];
+            batch.steps.push_back(slots[at]);
+            batch.next_steps.push_back(slots[at ^ 1]);
+        }
         Tables& tb = tables_[gi];
         if (!tb.lr.empty()) {  // copied to the parameters' device once
             const Device d = batch.params[0].device();

@@ -202,6 +202,11 @@ private:
     // includes the parameter, applied or skipped, so it is known here.
     std::vector<Tensor> counts_;
     std::vector<std::vector<uint8_t>> phase_;
+    // Per group: one-element views of every slot of counts_ (a view costs an
+    // allocation: made once per counts tensor, not per step), and the counts
+    // tensor they view.
+    std::vector<std::vector<Tensor>> count_slots_;
+    std::vector<Tensor> slots_of_;
     std::vector<Tables> tables_;  // per group; empty vectors: none
     int64_t calls_ = 0;      // step() and step_unless() calls
     int64_t skipped_ = 0;    // skipped steps known on the host (restored by load)
