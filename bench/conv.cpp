@@ -1,8 +1,10 @@
-// conv family: conv2d forward (im2col + GEMM) on ResNet-like f32 shapes,
-// and conv2d_backward's input and weight gradients on the 3×3 64→64 one.
-// FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
-// grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
-// run (the GEMM the convolution reduces to). Each forward shape has two rows:
+// conv family: conv2d forward on ResNet-like f32 shapes, and
+// conv2d_backward's input and weight gradients on the 3×3 64→64 and the
+// depthwise one. FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward,
+// grad_input, grad_weight); the limit is the 1024³ f32 matmul rate measured
+// in the same run (the GEMM the convolution reduces to), and for the
+// depthwise conv, which is memory-bound, the copy rate (bytes: the input
+// and output planes each pass reads and writes once). Each forward shape has two rows:
 // the front (which allocates a fresh output, page faults included) and the
 // CPU kernel writing into a reused buffer; the backward rows time the front.
 #include "kernels/conv.h"
@@ -61,10 +63,11 @@ void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 }
 
 // Checks sampled elements of grad_input and grad_weight of conv2d_backward(dy,
-// x, w) (stride 1, padding s.pad, groups 1) against f64 sums by definition.
+// x, w) (stride 1, padding s.pad, s.groups groups) against f64 sums by definition.
 void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                        const Tensor& w, const ConvShape& s) {
     const int64_t oh = dy.size(2), ow = dy.size(3), k = s.k;
+    const int64_t cg = s.c / s.groups, og = s.o / s.groups;
     const float *py = dy.data<float>(), *px = x.data<float>(), *pw = w.data<float>();
     auto check = [&](const char* what, double got, double want, double mag) {
         if (std::abs(got - want) > 1e-5 * mag + 1e-6)
@@ -72,23 +75,26 @@ void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, con
                        want);
     };
     for (int t = 0; t < 16; ++t) {
-        // d x[n, c, y, xx] = Σ_{o, i, j} dy[n, o, y + pad − i, xx + pad − j] · w[o, c, i, j].
+        // d x[n, c, y, xx] = Σ_{o of c's group, i, j} dy[n, o, y + pad − i, xx + pad − j] ·
+        // w[o, c mod cg, i, j].
         const int64_t n = (t * 7) % s.n, c = (t * 13 + 1) % s.c, y = (t * 5 + 2) % s.h,
                       xx = (t * 11) % s.w;
         double want = 0, mag = 0;
-        for (int64_t o = 0; o < s.o; ++o)
+        for (int64_t o = c / cg * og; o < (c / cg + 1) * og; ++o)
             for (int64_t i = 0; i < k; ++i)
                 for (int64_t j = 0; j < k; ++j) {
                     const int64_t oy = y + s.pad - i, ox = xx + s.pad - j;
                     if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
                     const double v = double(py[((n * s.o + o) * oh + oy) * ow + ox]) *
-                                     double(pw[((o * s.c + c) * k + i) * k + j]);
+                                     double(pw[((o * cg + c % cg) * k + i) * k + j]);
                     want += v;
                     mag += std::abs(v);
                 }
         check("grad_input", dx.data<float>()[((n * s.c + c) * s.h + y) * s.w + xx], want, mag);
-        // d w[o, c, i, j] = Σ_{n, oy, ox} dy[n, o, oy, ox] · x[n, c, oy − pad + i, ox − pad + j].
-        const int64_t o = (t * 3 + 5) % s.o, i = t % k, j = (t / k) % k;
+        // d w[o, c, i, j] = Σ_{n, oy, ox} dy[n, o, oy, ox] · x[n, o's group·cg + c,
+        // oy − pad + i, ox − pad + j].
+        const int64_t o = (t * 3 + 5) % s.o, i = t % k, j = (t / k) % k, cw = (t * 5) % cg;
+        const int64_t cin = o / og * cg + cw;
         want = mag = 0;
         for (int64_t m = 0; m < s.n; ++m)
             for (int64_t oy = 0; oy < oh; ++oy)
@@ -96,19 +102,36 @@ void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, con
                     const int64_t iy = oy - s.pad + i, ix = ox - s.pad + j;
                     if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
                     const double v = double(py[((m * s.o + o) * oh + oy) * ow + ox]) *
-                                     double(px[((m * s.c + c) * s.h + iy) * s.w + ix]);
+                                     double(px[((m * s.c + cin) * s.h + iy) * s.w + ix]);
                     want += v;
                     mag += std::abs(v);
                 }
-        check("grad_weight", dw.data<float>()[((o * s.c + c) * k + i) * k + j], want, mag);
+        check("grad_weight", dw.data<float>()[((o * cg + cw) * k + i) * k + j], want, mag);
     }
 }
 
+// What a row is judged against: the same-run GEMM rate, or for a depthwise
+// conv (kH·kW multiply-adds per element moved: memory-bound) the copy rate.
+struct Limits {
+    double matmul = 0, copy = 0;  // GFLOP/s, GB/s
+    std::string matmul_label, copy_label;
+};
+
+bool depthwise(const ConvShape& s) { return s.groups > 1 && s.groups == s.c; }
+
+// A row of `flop` FLOPs moving `floats` f32 values in `ms`.
+Row conv_row(const std::string& kernel, const std::string& shape, double ms, double flop,
+             double floats, const ConvShape& s, const Limits& lim) {
+    const double gflops = flop / (ms * 1e6), gbps = floats * 4 / (ms * 1e6);
+    if (depthwise(s))
+        return {"conv", kernel, shape, ms, gbps, gflops, gbps / lim.copy, lim.copy_label};
+    return {"conv", kernel, shape, ms, -1, gflops, gflops / lim.matmul, lim.matmul_label};
+}
+
 // Rows for conv2d_backward's grad_input and grad_weight, each asked for alone.
-void run_backward(const ConvShape& s, double mm, const std::string& lim, const Options& o,
-                  Report& rep) {
+void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep) {
     const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
-    const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c, s.k, s.k});
+    const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c / s.groups, s.k, s.k});
     const Tensor dy = rand({s.n, s.o, oh, ow});
     auto grads = [&](bool input, bool weight) {
         return kernels::conv2d_backward(dy, x, w, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1},
@@ -116,12 +139,14 @@ void run_backward(const ConvShape& s, double mm, const std::string& lim, const O
     };
     validate_backward(grads(true, false).input, grads(false, true).weight, dy, x, w, s);
     const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
+    // Both passes read grad_out and one of input / weight, and write the other.
+    const double floats = double(s.n * s.o * oh * ow + s.n * s.c * s.h * s.w);
     const std::vector<double> t = interleaved_median_ms(
         {[&] { (void)grads(true, false); }, [&] { (void)grads(false, true); }}, o);
     const char* what[] = {"conv2d_backward input ", "conv2d_backward weight "};
     for (int i = 0; i < 2; ++i)
-        rep.add({"conv", std::string(what[i]) + s.name, shape_str({s.n, s.c, s.h, s.w}), t[i], -1,
-                 flop / (t[i] * 1e6), flop / (t[i] * 1e6) / mm, lim});
+        rep.add(conv_row(std::string(what[i]) + s.name, shape_str({s.n, s.c, s.h, s.w}), t[i], flop,
+                         floats, s, lim));
 }
 
 }  // namespace
@@ -132,8 +157,11 @@ void run_conv(const Options& o, Report& rep) {
     const Tensor a = rand({side, side}), b = rand({side, side});
     const double mm_ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
     const double mm = 2.0 * double(side) * double(side) * double(side) / (mm_ms * 1e6);
-    const std::string lim = limit_label("matmul", mm, "GFLOP/s");
-    rep.add({"conv", "matmul f32 (limit)", shape_str({side, side, side}), mm_ms, -1, mm, 1.0, lim});
+    Limits lim{.matmul = mm, .matmul_label = limit_label("matmul", mm, "GFLOP/s")};
+    rep.add({"conv", "matmul f32 (limit)", shape_str({side, side, side}), mm_ms, -1, mm, 1.0,
+             lim.matmul_label});
+    lim.copy = measure_copy_gbps(o);
+    lim.copy_label = limit_label("copy", lim.copy, "GB/s");
 
     const int64_t n = o.quick ? 2 : 32;
     const ConvShape shapes[] = {
@@ -156,21 +184,21 @@ void run_conv(const Options& o, Report& rep) {
         const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
         Tensor y = empty({s.n, s.o, oh, ow});
         const kernels::Conv2dShape cs{.n = s.n,
-                                           .c = s.c,
-                                           .h = s.h,
-                                           .w = s.w,
-                                           .o = s.o,
-                                           .kh = s.k,
-                                           .kw = s.k,
-                                           .sh = s.stride,
-                                           .sw = s.stride,
-                                           .ph = s.pad,
-                                           .pw = s.pad,
-                                           .dh = 1,
-                                           .dw = 1,
-                                           .groups = s.groups,
-                                           .oh = oh,
-                                           .ow = ow};
+                                      .c = s.c,
+                                      .h = s.h,
+                                      .w = s.w,
+                                      .o = s.o,
+                                      .kh = s.k,
+                                      .kw = s.k,
+                                      .sh = s.stride,
+                                      .sw = s.stride,
+                                      .ph = s.pad,
+                                      .pw = s.pad,
+                                      .dh = 1,
+                                      .dw = 1,
+                                      .groups = s.groups,
+                                      .oh = oh,
+                                      .ow = ow};
         auto kernel = [&] {
             kernels::cpu::conv2d(cs, DType::f32, x.data_ptr(), w.data_ptr(), bias.data_ptr(),
                                  y.data_ptr());
@@ -179,12 +207,14 @@ void run_conv(const Options& o, Report& rep) {
         validate(y, x, w, bias, s);
         const std::vector<double> t = interleaved_median_ms({[&] { (void)run(); }, kernel}, o);
         const double ms = t[0], kms = t[1];
-        rep.add({"conv", std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, -1,
-                 flop / (ms * 1e6), flop / (ms * 1e6) / mm, lim});
-        rep.add({"conv", "  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, -1,
-                 flop / (kms * 1e6), flop / (kms * 1e6) / mm, lim});
+        const double floats = double(s.n * s.c * s.h * s.w + s.n * s.o * oh * ow);
+        rep.add(conv_row(std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, flop,
+                         floats, s, lim));
+        rep.add(conv_row("  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, flop,
+                         floats, s, lim));
     }
-    run_backward(shapes[0], mm, lim, o, rep);
+    for (const ConvShape& s : shapes)
+        if (&s == &shapes[0] || depthwise(s)) run_backward(s, lim, o, rep);
 }
 
 }  // namespace ember::bench

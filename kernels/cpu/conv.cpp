@@ -13,10 +13,10 @@
 // Threads: (image, group, tile) items split across OpenMP threads, each
 //          with its own col tile, Eigen single-threaded inside the team; with
 //          fewer items than threads, Eigen threads each GEMM instead.
-// perf:    depthwise (O/G = 1) is a GEMV per tile, far below the GEMM rate;
-//          a direct loop would serve it better if a model needs it.
-// Small channel counts (f32) take the direct kernel instead:
-//          kernels/cpu/conv_direct.cpp, where direct::fits says so.
+// Depthwise convs (groups = C) take kernels/cpu/conv_depthwise.cpp (im2col
+//          made them a GEMV per tile, at 6–10 % of the GEMM rate); small
+//          channel counts (f32) take the direct kernel: kernels/cpu/conv_direct.cpp,
+//          where direct::fits says so.
 // Backward: kernels/cpu/conv_backward.cpp; im2col: kernels/cpu/im2col.h.
 // Test: tests/kernels/test_conv.cpp; benchmark: bench/conv.cpp ("conv" family).
 #include "kernels/cpu/conv.h"
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
@@ -92,6 +93,10 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
             const void* bias, void* out) {
     switch (dtype) {
         case DType::f32:
+            if (depthwise::fits(s))
+                return depthwise::forward(s, static_cast<const float*>(input),
+                                          static_cast<const float*>(weight),
+                                          static_cast<const float*>(bias), static_cast<float*>(out));
             if (direct::fits(s, direct::Pass::forward))
                 return direct::forward(s, static_cast<const float*>(input),
                                        static_cast<const float*>(weight),
@@ -99,6 +104,11 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
             return run(s, static_cast<const float*>(input), static_cast<const float*>(weight),
                        static_cast<const float*>(bias), static_cast<float*>(out));
         case DType::f64:
+            if (depthwise::fits(s))
+                return depthwise::forward(s, static_cast<const double*>(input),
+                                          static_cast<const double*>(weight),
+                                          static_cast<const double*>(bias),
+                                          static_cast<double*>(out));
             return run(s, static_cast<const double*>(input), static_cast<const double*>(weight),
                        static_cast<const double*>(bias), static_cast<double*>(out));
         default:

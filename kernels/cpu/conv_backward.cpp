@@ -33,8 +33,9 @@
 // perf:    one image with one group gives grad_input only ⌈(C/G)·kH·kW / chunk⌉
 //          items (a split over tiles would need partial planes: windows of
 //          neighbouring tiles overlap), leaving threads idle beyond that.
-// Small channel counts (f32) take the direct kernels where direct::fits
-//          says so: kernels/cpu/conv_direct.cpp.
+// Depthwise convs take kernels/cpu/conv_depthwise.cpp; small channel
+//          counts (f32) the direct kernels where direct::fits says so:
+//          kernels/cpu/conv_direct.cpp.
 // Forward: kernels/cpu/conv.cpp. Test: tests/kernels/test_conv_backward.cpp;
 // benchmark: bench/conv.cpp ("conv" family).
 #include <omp.h>
@@ -44,6 +45,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
@@ -199,6 +201,11 @@ void grad_bias(const Conv2dShape& s, const T* dy, T* db) {
 
 template <class T>
 void run(const Conv2dShape& s, const T* dy, const T* in, const T* wt, T* dx, T* dw, T* db) {
+    if (depthwise::fits(s)) {
+        if (dx) depthwise::grad_input(s, dy, wt, dx);
+        if (dw) depthwise::grad_weight(s, dy, in, dw);
+        dx = dw = nullptr;
+    }
     const Plan p = make_plan(s, sizeof(T));
     if (dx) grad_input(s, p, dy, wt, dx);
     if (dw) grad_weight(s, p, dy, in, dw);

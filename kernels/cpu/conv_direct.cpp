@@ -1,14 +1,11 @@
 // CPU direct conv2d for small channel counts: forward, grad_input and
 // grad_weight on register tiles, no im2col matrix (kernels/cpu/conv_direct.h).
 //
-// Layout: each image is copied into "planes": the zero-padded input split by
-//   stride phase, plane (a, b)[c][u·Wv + v] = in[c][u·sh + a − ph][v·sw + b − pw]
-//   (sh·sw planes; one for stride 1). Tap (i, j) of the kernel reads plane
-//   (i·dh mod sh, j·dw mod sw) at offset ⌊i·dh/sh⌋·Wv + ⌊j·dw/sw⌋ from output
-//   position q = oy·Wv + ox, so every tap is a unit-stride run of q: the
-//   output is computed over this "virtual" row width Wv ≥ OW, the columns
-//   past OW (and the tail past OH·Wv) are computed and dropped. Waste: the
-//   padding columns, (Wv − OW) / Wv — 7 % at 28×28, 22 % at 7×7.
+// Layout: each image is copied into stride-phase planes
+//   (kernels/cpu/conv_planes.h): every tap is a unit-stride run of the
+//   output positions q = oy·Wv + ox over the "virtual" row width Wv ≥ OW;
+//   the columns past OW (and the tail past OH·Wv) are computed and dropped.
+//   Waste: the padding columns, (Wv − OW) / Wv — 7 % at 28×28, 22 % at 7×7.
 // Math:
 //   forward      out[o][q]  = Σ_taps Σ_c w[o][c][tap] · plane_tap[c][q + off_tap]
 //   grad_input   plane_p[c][q] = Σ_{taps of plane p} Σ_o w[o][c][tap] · dy[o][q − off_tap]
@@ -48,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/conv_planes.h"
 #include "kernels/cpu/conv_threads.h"
 
 namespace ember::kernels::cpu::direct {
@@ -56,13 +54,17 @@ namespace {
 
 using conv_detail::for_items;
 using conv_detail::team_size;
+using planes::from_planes;
+using planes::inside_columns;
+using planes::to_planes;
+using planes::to_virtual;
 
 using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
 constexpr int64_t kLanes = 16;
 constexpr int kRows = 8;  // output (forward) or input (grad_input) channels per tile
 constexpr int kMaxX = 3;  // pixel vectors per tile
 constexpr int kAcc = 24;  // accumulator registers of a grad_weight tile
-constexpr int64_t kChunkBytes = 768 << 10;              // a grad_weight chunk's data: within L2
+constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
 
 inline vec load(const float* p) {
     vec v;
@@ -154,82 +156,19 @@ std::pair<int64_t, int64_t> tiles_for(int64_t q) {
     return best;
 }
 
-struct Geometry {
-    int64_t planes, hv, wv;  // sh·sw planes of Hv × Wv
-    int64_t q;               // OH·Wv virtual output positions
-    int64_t x;               // pixel vectors per gather tile
-    int64_t qpad;            // q rounded up to whole gather tiles (≥ whole vectors)
-    int64_t ps;              // elements per plane channel: positions read past qpad included
-    int64_t taps;
-    std::vector<int64_t> plane, off;  // per tap: its plane and offset in it
-    std::vector<char> used;           // per plane: read by some tap
+struct Geometry : planes::Planes {
+    int64_t x;     // pixel vectors per gather tile
+    int64_t qpad;  // q rounded up to whole gather tiles (≥ whole vectors)
+    int64_t ps;    // elements per plane channel: positions read past qpad included
 };
 
 Geometry make_geometry(const Conv2dShape& s) {
     Geometry g;
-    g.planes = s.sh * s.sw;
-    g.hv = (s.h + 2 * s.ph + s.sh - 1) / s.sh;
-    g.wv = (s.w + 2 * s.pw + s.sw - 1) / s.sw;
-    g.q = s.oh * g.wv;
-    g.taps = s.kh * s.kw;
-    g.used.assign(size_t(g.planes), 0);
-    int64_t max_off = 0;
-    for (int64_t i = 0; i < s.kh; ++i)
-        for (int64_t j = 0; j < s.kw; ++j) {
-            const int64_t di = i * s.dh, dj = j * s.dw;
-            g.plane.push_back((di % s.sh) * s.sw + dj % s.sw);
-            g.off.push_back(di / s.sh * g.wv + dj / s.sw);
-            g.used[size_t(g.plane.back())] = 1;
-            max_off = std::max(max_off, g.off.back());
-        }
+    static_cast<planes::Planes&>(g) = planes::make_planes(s);
     std::tie(g.x, g.qpad) = tiles_for(g.q);
-    const int64_t need = std::max(g.hv * g.wv, g.qpad + max_off);
+    const int64_t need = std::max(g.hv * g.wv, g.qpad + g.max_off);
     g.ps = (need + kLanes - 1) / kLanes * kLanes;
     return g;
-}
-
-// Plane columns v of phase b whose input column v·sw + b − pw lies in [0, W): [v0, v1).
-void inside_columns(const Conv2dShape& s, const Geometry& g, int64_t b, int64_t* v0, int64_t* v1) {
-    *v0 = std::max<int64_t>(0, (s.pw - b + s.sw - 1) / s.sw);
-    *v1 = std::max(*v0, std::min(g.wv, (s.w + s.pw - b + s.sw - 1) / s.sw));
-}
-
-// The image in [C, H, W] into its planes: plane p's channel c at
-// planes + p·pstride + c·cstride, g.ps elements each; only the planes that
-// taps read. Zero outside the input and past Hv·Wv.
-void to_planes(const Conv2dShape& s, const Geometry& g, const float* in, float* planes,
-               int64_t pstride, int64_t cstride) {
-    for (int64_t p = 0; p < g.planes; ++p) {
-        if (!g.used[size_t(p)]) continue;
-        const int64_t a = p / s.sw, b = p % s.sw;
-        int64_t v0, v1;
-        inside_columns(s, g, b, &v0, &v1);
-        for (int64_t c = 0; c < s.c; ++c) {
-            float* dst = planes + p * pstride + c * cstride;
-            std::fill(dst, dst + g.ps, 0.0f);
-            for (int64_t u = 0; u < g.hv; ++u) {
-                const int64_t iy = u * s.sh + a - s.ph;
-                if (iy < 0 || iy >= s.h) continue;
-                const float* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
-                float* row = dst + u * g.wv;
-                for (int64_t v = v0; v < v1; ++v) row[v] = src[(v - v0) * s.sw];
-            }
-        }
-    }
-}
-
-// grad_out of one image [O, OH, OW] into the virtual layout of row width
-// wv: channel o's `len` elements at v + o·ds, position oy·wv + ox at
-// v[o·ds + front + oy·wv + ox]; zero everywhere else.
-void to_virtual(const Conv2dShape& s, int64_t wv, const float* dy, int64_t front, int64_t len,
-                int64_t ds, float* v) {
-    for (int64_t o = 0; o < s.o; ++o) {
-        float* dst = v + o * ds;
-        std::fill(dst, dst + len, 0.0f);
-        for (int64_t oy = 0; oy < s.oh; ++oy)
-            std::copy(dy + (o * s.oh + oy) * s.ow, dy + (o * s.oh + oy + 1) * s.ow,
-                      dst + front + oy * wv);
-    }
 }
 
 // Images per grad_weight chunk: as many as keep the chunk's planes and
@@ -308,7 +247,7 @@ void forward(const Conv2dShape& s, const float* in, const float* weight, const f
     for_items(s.n, team, [&](int64_t n, int thread) {
         float* planes = scratch.data() + (plane_size + out_size) * size_t(thread);
         float* y = planes + plane_size;  // [O][qpad]
-        to_planes(s, g, in + n * s.c * s.h * s.w, planes, s.c * g.ps, g.ps);
+        to_planes(s, g, s.c, in + n * s.c * s.h * s.w, planes, s.c * g.ps, g.ps, g.ps);
         for (int64_t q0 = 0; q0 < g.qpad; q0 += kLanes * g.x)
             for (int64_t o0 = 0; o0 < s.o; o0 += kRows)
                 tile(planes + q0, tap.data(), g.taps, s.c, g.ps, wp.data() + o0, s.c * s.o, s.o,
@@ -357,11 +296,13 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
     const size_t plane_size = size_t(g.planes * s.c * qp), dy_size = size_t(s.o * ds);
     std::vector<float> scratch((plane_size + dy_size) * size_t(team));
     const GatherFn tile = kGather[size_t(x - 1)];
-    const int64_t hw = s.h * s.w;
+    std::vector<char> written(size_t(g.planes));
+    for (int64_t p = 0; p < g.planes; ++p)
+        written[size_t(p)] = first[size_t(p + 1)] > first[size_t(p)];
     for_items(s.n, team, [&](int64_t n, int thread) {
         float* planes = scratch.data() + (plane_size + dy_size) * size_t(thread);
         float* dy = planes + plane_size;
-        to_virtual(s, g.wv, grad_out + n * s.o * s.oh * s.ow, front, ds, ds, dy);
+        to_virtual(s, g.wv, s.o, grad_out + n * s.o * s.oh * s.ow, front, ds, ds, dy);
         for (int64_t p = 0; p < g.planes; ++p) {
             const int64_t k0 = first[size_t(p)], taps = first[size_t(p + 1)] - k0;
             if (taps == 0) continue;  // no tap reads it: zero, written below
@@ -372,23 +313,7 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
                          planes + (p * s.c + c0) * qp + q0, qp, false);
         }
         // Back to [C, H, W]: input pixel (u·sh + a − ph, v·sw + b − pw) is plane (a, b)'s (u, v).
-        float* dx = grad_input + n * s.c * hw;
-        for (int64_t p = 0; p < g.planes; ++p) {
-            const int64_t a = p / s.sw, b = p % s.sw;
-            const bool read = first[size_t(p + 1)] > first[size_t(p)];
-            int64_t v0, v1;
-            inside_columns(s, g, b, &v0, &v1);
-            for (int64_t c = 0; c < s.c; ++c) {
-                const float* src = planes + (p * s.c + c) * qp;
-                for (int64_t u = 0; u < g.hv; ++u) {
-                    const int64_t iy = u * s.sh + a - s.ph;
-                    if (iy < 0 || iy >= s.h) continue;
-                    float* row = dx + c * hw + iy * s.w + (v0 * s.sw + b - s.pw);
-                    for (int64_t v = v0; v < v1; ++v)
-                        row[(v - v0) * s.sw] = read ? src[u * g.wv + v] : 0.0f;
-                }
-            }
-        }
+        from_planes(s, g, s.c, planes, s.c * qp, qp, written, grad_input + n * s.c * s.h * s.w);
     });
 }
 

@@ -45,6 +45,8 @@ TEST_CASE("grad: conv2d input, weight and bias", "[grad][conv]") {
         {"dilation 2", {1, 2, 7, 7}, {3, 2, 3, 3}, true, {1, 1}, {2, 2}, {2, 2}, 1},
         {"groups 2", {2, 4, 5, 5}, {6, 2, 3, 3}, true, {2, 1}, {1, 0}, {1, 1}, 2},
         {"depthwise with dilation", {1, 3, 6, 6}, {3, 1, 2, 2}, true, {1, 1}, {1, 1}, {2, 1}, 3},
+        {"depthwise, 2 kernels per channel, stride 2", {2, 2, 7, 6}, {4, 1, 3, 3}, true, {2, 2},
+         {1, 1}, {1, 1}, 2},
         {"1x1 kernel", {2, 3, 4, 5}, {5, 3, 1, 1}, true, {1, 1}, {0, 0}, {1, 1}, 1},
         {"unbatched [C, H, W]", {3, 5, 5}, {2, 3, 3, 3}, true, {2, 2}, {1, 1}, {1, 1}, 1},
         {"bias undefined", {2, 2, 5, 4}, {3, 2, 3, 2}, false, {1, 1}, {1, 1}, {1, 1}, 1},

@@ -1,0 +1,125 @@
+// Stride-phase planes: the layout the direct and depthwise CPU convolutions
+// (kernels/cpu/conv_direct.cpp, conv_depthwise.cpp) compute on. Internal to
+// those files.
+//
+// The zero-padded input is split by stride phase: plane (a, b)[c][u·Wv + v]
+// = in[c][u·sh + a − ph][v·sw + b − pw] (sh·sw planes; one for stride 1).
+// Tap (i, j) of the kernel reads plane (i·dh mod sh, j·dw mod sw) at offset
+// ⌊i·dh/sh⌋·Wv + ⌊j·dw/sw⌋ from output position q = oy·Wv + ox, so every tap
+// is a unit-stride run of q: outputs are computed over the "virtual" row
+// width Wv ≥ OW and the columns past OW are dropped.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/conv.h"
+
+namespace ember::kernels::cpu::planes {
+
+struct Planes {
+    int64_t planes, hv, wv;  // sh·sw planes of Hv × Wv
+    int64_t q;               // OH·Wv virtual output positions
+    int64_t taps;
+    int64_t max_off;                  // the largest tap offset
+    std::vector<int64_t> plane, off;  // per tap: its plane and offset in it
+    std::vector<char> used;           // per plane: read by some tap
+};
+
+inline Planes make_planes(const Conv2dShape& s) {
+    Planes g;
+    g.planes = s.sh * s.sw;
+    g.hv = (s.h + 2 * s.ph + s.sh - 1) / s.sh;
+    g.wv = (s.w + 2 * s.pw + s.sw - 1) / s.sw;
+    g.q = s.oh * g.wv;
+    g.taps = s.kh * s.kw;
+    g.max_off = 0;
+    g.used.assign(size_t(g.planes), 0);
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t di = i * s.dh, dj = j * s.dw;
+            g.plane.push_back((di % s.sh) * s.sw + dj % s.sw);
+            g.off.push_back(di / s.sh * g.wv + dj / s.sw);
+            g.used[size_t(g.plane.back())] = 1;
+            g.max_off = std::max(g.max_off, g.off.back());
+        }
+    return g;
+}
+
+/// Plane columns v of phase b whose input column v·sw + b − pw lies in [0, W): [v0, v1).
+inline void inside_columns(const Conv2dShape& s, const Planes& g, int64_t b, int64_t* v0,
+                           int64_t* v1) {
+    *v0 = std::max<int64_t>(0, (s.pw - b + s.sw - 1) / s.sw);
+    *v1 = std::max(*v0, std::min(g.wv, (s.w + s.pw - b + s.sw - 1) / s.sw));
+}
+
+/// `channels` channels of an image in [C, H, W] into planes: plane p's
+/// channel c at planes + p·pstride + c·cstride, `len` ≥ Hv·Wv elements each
+/// (zero past Hv·Wv and outside the input); only the planes that taps read.
+template <class T>
+void to_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const T* in, T* planes,
+               int64_t pstride, int64_t cstride, int64_t len) {
+    for (int64_t p = 0; p < g.planes; ++p) {
+        if (!g.used[size_t(p)]) continue;
+        const int64_t a = p / s.sw, b = p % s.sw;
+        int64_t v0, v1;
+        inside_columns(s, g, b, &v0, &v1);
+        for (int64_t c = 0; c < channels; ++c) {
+            T* dst = planes + p * pstride + c * cstride;
+            std::fill(dst, dst + len, T(0));
+            for (int64_t u = 0; u < g.hv; ++u) {
+                const int64_t iy = u * s.sh + a - s.ph;
+                if (iy < 0 || iy >= s.h) continue;
+                const T* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
+                T* row = dst + u * g.wv;
+                if (s.sw == 1)
+                    std::copy(src, src + (v1 - v0), row + v0);
+                else
+                    for (int64_t v = v0; v < v1; ++v) row[v] = src[(v - v0) * s.sw];
+            }
+        }
+    }
+}
+
+/// The inverse gather: plane p's channel c (at planes + p·pstride +
+/// c·cstride) back into [C, H, W] at out, the padding positions dropped; a
+/// plane with written[p] false gives zeros.
+template <class T>
+void from_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const T* planes,
+                 int64_t pstride, int64_t cstride, const std::vector<char>& written, T* out) {
+    const int64_t hw = s.h * s.w;
+    for (int64_t p = 0; p < g.planes; ++p) {
+        const int64_t a = p / s.sw, b = p % s.sw;
+        const bool read = written[size_t(p)] != 0;
+        int64_t v0, v1;
+        inside_columns(s, g, b, &v0, &v1);
+        for (int64_t c = 0; c < channels; ++c) {
+            const T* src = planes + p * pstride + c * cstride;
+            for (int64_t u = 0; u < g.hv; ++u) {
+                const int64_t iy = u * s.sh + a - s.ph;
+                if (iy < 0 || iy >= s.h) continue;
+                T* row = out + c * hw + iy * s.w + (v0 * s.sw + b - s.pw);
+                for (int64_t v = v0; v < v1; ++v)
+                    row[(v - v0) * s.sw] = read ? src[u * g.wv + v] : T(0);
+            }
+        }
+    }
+}
+
+/// `channels` channels of grad_out [channels, OH, OW] into the virtual
+/// layout of row width wv: channel o's `len` elements at v + o·ds, position
+/// oy·wv + ox at v[o·ds + front + oy·wv + ox]; zero everywhere else.
+template <class T>
+void to_virtual(const Conv2dShape& s, int64_t wv, int64_t channels, const T* dy, int64_t front,
+                int64_t len, int64_t ds, T* v) {
+    for (int64_t o = 0; o < channels; ++o) {
+        T* dst = v + o * ds;
+        std::fill(dst, dst + len, T(0));
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            std::copy(dy + (o * s.oh + oy) * s.ow, dy + (o * s.oh + oy + 1) * s.ow,
+                      dst + front + oy * wv);
+    }
+}
+
+}  // namespace ember::kernels::cpu::planes
