@@ -1,12 +1,13 @@
-// conv family: conv2d forward on ResNet-like f32 shapes, and
-// conv2d_backward's input and weight gradients on the 3×3 64→64 and the
-// depthwise one. FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward,
-// grad_input, grad_weight); the limit is the 1024³ f32 matmul rate measured
-// in the same run (the GEMM the convolution reduces to), and for the
-// depthwise conv, which is memory-bound, the copy rate (bytes: the input
-// and output planes each pass reads and writes once). Each forward shape has two rows:
-// the front (which allocates a fresh output, page faults included) and the
-// CPU kernel writing into a reused buffer; the backward rows time the front.
+// conv family: conv2d forward on ResNet-like f32 shapes; conv2d_backward's
+// input and weight gradients on the 3×3 64→64 and the depthwise one; and
+// every pass of resnet8's 3×3 convolutions at its training batch (128).
+// FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
+// grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
+// run (the GEMM the convolution reduces to), and for the depthwise conv,
+// which is memory-bound, the copy rate (bytes: the input and output planes
+// each pass reads and writes once). Each forward shape has two rows: the
+// front (which allocates a fresh output, page faults included) and the CPU
+// kernel writing into a reused buffer; the backward rows time the front.
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -63,7 +64,7 @@ void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 }
 
 // Checks sampled elements of grad_input and grad_weight of conv2d_backward(dy,
-// x, w) (stride 1, padding s.pad, s.groups groups) against f64 sums by definition.
+// x, w) (stride s.stride, padding s.pad, s.groups groups) against f64 sums by definition.
 void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                        const Tensor& w, const ConvShape& s) {
     const int64_t oh = dy.size(2), ow = dy.size(3), k = s.k;
@@ -75,16 +76,19 @@ void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, con
                        want);
     };
     for (int t = 0; t < 16; ++t) {
-        // d x[n, c, y, xx] = Σ_{o of c's group, i, j} dy[n, o, y + pad − i, xx + pad − j] ·
-        // w[o, c mod cg, i, j].
+        // d x[n, c, y, xx] = Σ_{o of c's group, i, j} dy[n, o, oy, ox] · w[o, c mod cg, i, j]
+        // over the outputs (oy, ox) whose tap (i, j) reads (y, xx).
         const int64_t n = (t * 7) % s.n, c = (t * 13 + 1) % s.c, y = (t * 5 + 2) % s.h,
                       xx = (t * 11) % s.w;
         double want = 0, mag = 0;
         for (int64_t o = c / cg * og; o < (c / cg + 1) * og; ++o)
             for (int64_t i = 0; i < k; ++i)
                 for (int64_t j = 0; j < k; ++j) {
-                    const int64_t oy = y + s.pad - i, ox = xx + s.pad - j;
-                    if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                    // Outputs whose tap (i, j) lands on (y, xx): oy·stride − pad + i = y.
+                    const int64_t ry = y + s.pad - i, rx = xx + s.pad - j;
+                    if (ry < 0 || rx < 0 || ry % s.stride || rx % s.stride) continue;
+                    const int64_t oy = ry / s.stride, ox = rx / s.stride;
+                    if (oy >= oh || ox >= ow) continue;
                     const double v = double(py[((n * s.o + o) * oh + oy) * ow + ox]) *
                                      double(pw[((o * cg + c % cg) * k + i) * k + j]);
                     want += v;
@@ -92,14 +96,14 @@ void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, con
                 }
         check("grad_input", dx.data<float>()[((n * s.c + c) * s.h + y) * s.w + xx], want, mag);
         // d w[o, c, i, j] = Σ_{n, oy, ox} dy[n, o, oy, ox] · x[n, o's group·cg + c,
-        // oy − pad + i, ox − pad + j].
+        // oy·stride − pad + i, ox·stride − pad + j].
         const int64_t o = (t * 3 + 5) % s.o, i = t % k, j = (t / k) % k, cw = (t * 5) % cg;
         const int64_t cin = o / og * cg + cw;
         want = mag = 0;
         for (int64_t m = 0; m < s.n; ++m)
             for (int64_t oy = 0; oy < oh; ++oy)
                 for (int64_t ox = 0; ox < ow; ++ox) {
-                    const int64_t iy = oy - s.pad + i, ix = ox - s.pad + j;
+                    const int64_t iy = oy * s.stride - s.pad + i, ix = ox * s.stride - s.pad + j;
                     if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
                     const double v = double(py[((m * s.o + o) * oh + oy) * ow + ox]) *
                                      double(px[((m * s.c + cin) * s.h + iy) * s.w + ix]);
@@ -149,6 +153,49 @@ void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Repor
                          floats, s, lim));
 }
 
+// Rows for conv2d's forward: the front (a fresh output) and the CPU kernel
+// writing into a reused buffer.
+void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep) {
+    const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c / s.groups, s.k, s.k});
+    const Tensor bias = rand({s.o});
+    auto run = [&] {
+        return kernels::conv2d(x, w, bias, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1}, s.groups);
+    };
+    validate(run(), x, w, bias, s);
+    const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
+    const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
+    Tensor y = empty({s.n, s.o, oh, ow});
+    const kernels::Conv2dShape cs{.n = s.n,
+                                  .c = s.c,
+                                  .h = s.h,
+                                  .w = s.w,
+                                  .o = s.o,
+                                  .kh = s.k,
+                                  .kw = s.k,
+                                  .sh = s.stride,
+                                  .sw = s.stride,
+                                  .ph = s.pad,
+                                  .pw = s.pad,
+                                  .dh = 1,
+                                  .dw = 1,
+                                  .groups = s.groups,
+                                  .oh = oh,
+                                  .ow = ow};
+    auto kernel = [&] {
+        kernels::cpu::conv2d(cs, DType::f32, x.data_ptr(), w.data_ptr(), bias.data_ptr(),
+                             y.data_ptr());
+    };
+    kernel();
+    validate(y, x, w, bias, s);
+    const std::vector<double> t = interleaved_median_ms({[&] { (void)run(); }, kernel}, o);
+    const double ms = t[0], kms = t[1];
+    const double floats = double(s.n * s.c * s.h * s.w + s.n * s.o * oh * ow);
+    rep.add(conv_row(std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, flop,
+                     floats, s, lim));
+    rep.add(conv_row("  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, flop, floats,
+                     s, lim));
+}
+
 }  // namespace
 
 void run_conv(const Options& o, Report& rep) {
@@ -172,49 +219,22 @@ void run_conv(const Options& o, Report& rep) {
         {"1x1 s2 128->256", n, 128, 28, 28, 256, 1, 2, 0, 1},
         {"3x3 depthwise 64", n, 64, 56, 56, 64, 3, 1, 1, 64},
     };
-    for (const ConvShape& s : shapes) {
-        const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c / s.groups, s.k, s.k});
-        const Tensor bias = rand({s.o});
-        auto run = [&] {
-            return kernels::conv2d(x, w, bias, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1},
-                                   s.groups);
-        };
-        validate(run(), x, w, bias, s);
-        const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
-        const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
-        Tensor y = empty({s.n, s.o, oh, ow});
-        const kernels::Conv2dShape cs{.n = s.n,
-                                      .c = s.c,
-                                      .h = s.h,
-                                      .w = s.w,
-                                      .o = s.o,
-                                      .kh = s.k,
-                                      .kw = s.k,
-                                      .sh = s.stride,
-                                      .sw = s.stride,
-                                      .ph = s.pad,
-                                      .pw = s.pad,
-                                      .dh = 1,
-                                      .dw = 1,
-                                      .groups = s.groups,
-                                      .oh = oh,
-                                      .ow = ow};
-        auto kernel = [&] {
-            kernels::cpu::conv2d(cs, DType::f32, x.data_ptr(), w.data_ptr(), bias.data_ptr(),
-                                 y.data_ptr());
-        };
-        kernel();
-        validate(y, x, w, bias, s);
-        const std::vector<double> t = interleaved_median_ms({[&] { (void)run(); }, kernel}, o);
-        const double ms = t[0], kms = t[1];
-        const double floats = double(s.n * s.c * s.h * s.w + s.n * s.o * oh * ow);
-        rep.add(conv_row(std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, flop,
-                         floats, s, lim));
-        rep.add(conv_row("  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, flop,
-                         floats, s, lim));
-    }
+    for (const ConvShape& s : shapes) run_forward(s, lim, o, rep);
     for (const ConvShape& s : shapes)
         if (&s == &shapes[0] || depthwise(s)) run_backward(s, lim, o, rep);
+    // resnet8's 3×3 convolutions at its training batch: every pass, one row each.
+    const int64_t rn = o.quick ? 2 : 128;
+    const ConvShape resnet8[] = {
+        {"resnet8 3x3 16->16", rn, 16, 28, 28, 16, 3, 1, 1, 1},
+        {"resnet8 3x3 s2 16->32", rn, 16, 28, 28, 32, 3, 2, 1, 1},
+        {"resnet8 3x3 32->32", rn, 32, 14, 14, 32, 3, 1, 1, 1},
+        {"resnet8 3x3 s2 32->64", rn, 32, 14, 14, 64, 3, 2, 1, 1},
+        {"resnet8 3x3 64->64", rn, 64, 7, 7, 64, 3, 1, 1, 1},
+    };
+    for (const ConvShape& s : resnet8) {
+        run_forward(s, lim, o, rep);
+        run_backward(s, lim, o, rep);
+    }
 }
 
 }  // namespace ember::bench

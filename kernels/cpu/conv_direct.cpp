@@ -34,7 +34,8 @@
 //   bit-identical for any thread count. Summation order differs from the
 //   im2col path's.
 // perf (`ember bench train --breakdown`, 2 threads): resnet8's 3×3 convs at
-//   70–100 % of the same-run GEMM peak in each pass; 1×1 convs stay on im2col.
+//   50–110 % of the same-run GEMM peak in each pass (the strided ones lowest);
+//   1×1 convs stay on im2col.
 // Test: tests/kernels/test_conv_direct.cpp; benchmark: `ember bench conv train`.
 #include "kernels/cpu/conv_direct.h"
 
@@ -183,28 +184,65 @@ int64_t chunk_images(const Conv2dShape& s, size_t floats_per_image) {
     return (s.n + chunks - 1) / chunks;
 }
 
-// The image in [C, H, W] into channel-last planes: plane p at dst + p·pstride,
-// position u·Wv + v's C channels adjacent; only the planes that taps read,
-// zero outside the input.
-void to_planes_last(const Conv2dShape& s, const Geometry& g, const float* in, float* dst,
-                    int64_t pstride) {
-    for (int64_t p = 0; p < g.planes; ++p) {
-        if (!g.used[size_t(p)]) continue;
-        const int64_t a = p / s.sw, b = p % s.sw;
-        int64_t v0, v1;
-        inside_columns(s, g, b, &v0, &v1);
-        float* plane = dst + p * pstride;
-        std::fill(plane, plane + g.hv * g.wv * s.c, 0.0f);
-        for (int64_t u = 0; u < g.hv; ++u) {
-            const int64_t iy = u * s.sh + a - s.ph;
-            if (iy < 0 || iy >= s.h) continue;
-            for (int64_t c = 0; c < s.c; ++c) {
-                const float* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
-                float* row = plane + u * g.wv * s.c + c;
-                for (int64_t v = v0; v < v1; ++v) row[v * s.c] = src[(v - v0) * s.sw];
-            }
+// ---- Channel-last copies for grad_weight: 16 × 16 blocks transposed in registers ----
+
+using ivec = int __attribute__((vector_size(64)));
+
+// r[i][j] → r[j][i] in four butterfly stages: stage b swaps bit b of the
+// row and the column index (two two-source shuffles per row pair).
+void transpose16(vec r[16]) {
+    auto stage = [&](int b, ivec lo, ivec hi) {
+        for (int i = 0; i < 16; ++i) {
+            if (i & b) continue;
+            const vec x = r[i], y = r[i | b];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i | b] = __builtin_shuffle(x, y, hi);
         }
+    };
+    // Row i (bit b clear) takes x[j] where j has bit b clear and y[j ^ b]
+    // where it is set; row i | b takes x[j | b] and y[j].
+    stage(8, ivec{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+          ivec{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+    stage(4, ivec{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+          ivec{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
+    stage(2, ivec{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+          ivec{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
+    stage(1, ivec{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+          ivec{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+}
+
+// dst[v·ldd + c] = src[c·lds + v] for c < channels, v < count: `channels`
+// rows into channel-last positions, in 16 × 16 blocks transposed in
+// registers where the channels come in 16s; single elements elsewhere.
+void to_channel_last(const float* src, int64_t lds, int64_t channels, int64_t count, float* dst,
+                     int64_t ldd) {
+    int64_t c0 = 0;
+    for (; c0 + kLanes <= channels; c0 += kLanes) {
+        int64_t v0 = 0;
+        for (; v0 + kLanes <= count; v0 += kLanes) {
+            vec r[16];
+            for (int k = 0; k < 16; ++k) r[k] = load(src + (c0 + k) * lds + v0);
+            transpose16(r);
+            for (int k = 0; k < 16; ++k) store(dst + (v0 + k) * ldd + c0, r[k]);
+        }
+        for (int64_t v = v0; v < count; ++v)
+            for (int64_t c = c0; c < c0 + kLanes; ++c) dst[v * ldd + c] = src[c * lds + v];
     }
+    for (int64_t c = c0; c < channels; ++c)
+        for (int64_t v = 0; v < count; ++v) dst[v * ldd + c] = src[c * lds + v];
+}
+
+// The image in [C, H, W] into channel-last planes: plane p at dst + p·pstride,
+// position u·Wv + v's C channels adjacent, zero outside the input; only the
+// planes that taps read. Through `tmp` (C·Hv·Wv floats per plane): the
+// planes channel by channel, then transposed in 16 × 16 blocks.
+void to_planes_last(const Conv2dShape& s, const Geometry& g, const float* in, float* dst,
+                    int64_t pstride, float* tmp) {
+    const int64_t len = g.hv * g.wv;
+    to_planes(s, g, s.c, in, tmp, s.c * len, len, len);
+    for (int64_t p = 0; p < g.planes; ++p)
+        if (g.used[size_t(p)])
+            to_channel_last(tmp + p * s.c * len, len, s.c, len, dst + p * pstride, s.c);
 }
 
 int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
@@ -213,7 +251,8 @@ int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh
 
 bool fits(const Conv2dShape& s, Pass pass) {
     // 1×1 kernels: im2col's GEMM reads the input in place (stride 1) or
-    // gathers little (strided), and is as fast.
+    // gathers little (strided), and is as fast (resnet8's strided shortcuts
+    // measured the same on both paths in `ember bench train --breakdown`).
     if (s.groups != 1 || s.kh * s.kw == 1 || s.c > kMaxChannels || s.o > kMaxChannels) return false;
     switch (pass) {
         case Pass::forward:
@@ -332,19 +371,21 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
     // order into grad_weight's [o][c][tap] at the end.
     std::vector<float> partials(size_t(chunks * size));
     const int team = team_size(chunks, macs(s));
-    const size_t per_thread = size_t((plane_size + dy_size) * images);
+    // Per thread: the chunk's planes and grad_out, and one image's planes
+    // channel by channel on the way to channel-last.
+    const size_t per_thread = size_t((plane_size + dy_size) * images + plane_size);
     std::vector<float> scratch(per_thread * size_t(team));
     for_items(chunks, team, [&](int64_t chunk, int thread) {
         const int64_t n0 = chunk * images, m = std::min(s.n, n0 + images) - n0;
         float* planes = scratch.data() + per_thread * size_t(thread);
         float* dy = planes + plane_size * images;
+        float* tmp = dy + dy_size * images;
         for (int64_t k = 0; k < m; ++k) {
             to_planes_last(s, g, in + (n0 + k) * s.c * s.h * s.w, planes + k * plane_size,
-                           g.hv * g.wv * s.c);
+                           g.hv * g.wv * s.c, tmp);
             const float* src = grad_out + (n0 + k) * s.o * ohw;
             float* dst = dy + k * dy_size;
-            for (int64_t o = 0; o < s.o; ++o)
-                for (int64_t q = 0; q < ohw; ++q) dst[q * s.o + o] = src[o * ohw + q];
+            to_channel_last(src, ohw, s.o, ohw, dst, s.o);
         }
         float* part = partials.data() + chunk * size;
         if (s.c == 1 && s.sw == 1 && s.dw == 1 && s.kw <= rows) {

@@ -12,11 +12,13 @@ namespace ember::kernels::cpu::direct {
 
 enum class Pass { forward, grad_input, grad_weight };
 
-/// Whether the direct kernel of `pass` takes this f32 conv: groups 1, at
+/// Whether the direct kernel of `pass` takes this f32 conv: groups 1, a
+/// kernel larger than 1×1 (im2col's GEMM is as fast on those), at
 /// most kMaxChannels input and output channels (above that im2col's GEMM is
 /// as fast: bench/RESULTS.md), and channel counts that fill whole register
-/// tiles — output channels a multiple of 8 for forward and grad_weight,
-/// input channels a multiple of 8 for grad_input. Depends on the sizes only.
+/// tiles — output channels a multiple of 8 for forward, of 16 for
+/// grad_weight, input channels a multiple of 8 for grad_input. Depends on
+/// the sizes only.
 bool fits(const Conv2dShape& s, Pass pass);
 inline constexpr int64_t kMaxChannels = 64;
 

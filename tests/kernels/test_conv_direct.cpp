@@ -179,6 +179,8 @@ const Case kCases[] = {
     {9, 8, 10, 10, 48, 3, 3, 1, 1, 1, 1, 1, 1},    // batch ≥ 8: chunks evened out; 3 vectors
     {20, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1},  // many chunks
     {3, 32, 9, 9, 64, 3, 3, 2, 2, 0, 0, 1, 1},     // stride 2, unpadded, odd size
+    {1, 16, 5, 70, 16, 3, 3, 2, 2, 1, 1, 1, 1},    // stride 2, rows wide enough for 16 × 16 blocks
+    {1, 32, 4, 40, 16, 3, 3, 1, 2, 1, 0, 1, 1},    // stride 1 × 2, two channel blocks
 };
 
 }  // namespace
@@ -247,6 +249,8 @@ TEST_CASE("direct conv2d's rule", "[conv][direct]") {
         REQUIRE_FALSE(cpu::direct::fits(s, p));
     s = base;
     s.kh = s.kw = 1;  // 1×1: im2col's GEMM reads the input as it lies
+    REQUIRE_FALSE(cpu::direct::fits(s, Pass::forward));
+    s.sh = s.sw = 2;  // strided too
     REQUIRE_FALSE(cpu::direct::fits(s, Pass::forward));
     s = base;
     s.c = cpu::direct::kMaxChannels + 8;  // wide: the GEMM is as fast
