@@ -12,7 +12,8 @@
 //                (the adjoint as a gather: each plane of the input's layout
 //                from grad_out in the virtual layout behind zeros, so the
 //                reads before the first row or past a row's end find zeros;
-//                then back into [C, H, W], padding positions dropped)
+//                then back into [C, H, W], padding positions dropped; only
+//                the plane rows that hold input pixels are computed)
 //   grad_weight  dw[o][c][tap] = Σ_images Σ_(oy, ox) dy[o][oy][ox] ·
 //                  plane_tap[c][oy·Wv + ox + off_tap]
 //                over the real outputs only, with the planes and grad_out
@@ -326,13 +327,26 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
             for (int64_t c = 0; c < s.c; ++c)
                 wt[size_t((k * s.o + o) * s.c + c)] = weight[(o * s.c + c) * g.taps + t];
     }
-    // Each plane's Hv·Wv positions in whole tiles; grad_out in the virtual
-    // layout behind `front` zeros, long enough for every read.
-    const auto [x, qp] = tiles_for(g.hv * g.wv);
-    const int64_t ds = front + std::max(qp, g.q);
+    // Only each plane's rows that hold input pixels, [row0, row1), are
+    // computed: from row0·Wv on, in whole tiles (the padding rows would be
+    // dropped; at 7×7 they are a third of the plane). Each plane channel
+    // has `len` elements; grad_out lies in the virtual layout behind
+    // `front` zeros, long enough for every read.
+    std::vector<int64_t> row0(size_t(g.planes)), row1(size_t(g.planes));
+    int64_t span = 1, start = 0;
+    for (int64_t p = 0; p < g.planes; ++p) {
+        const int64_t a = p / s.sw;
+        const int64_t u0 = s.ph > a ? (s.ph - a + s.sh - 1) / s.sh : 0;
+        row0[size_t(p)] = std::min(u0, g.hv);
+        row1[size_t(p)] = std::clamp((s.h + s.ph - a + s.sh - 1) / s.sh, row0[size_t(p)], g.hv);
+        span = std::max(span, (row1[size_t(p)] - row0[size_t(p)]) * g.wv);
+        start = std::max(start, row0[size_t(p)] * g.wv);
+    }
+    const auto [x, qp] = tiles_for(span);
+    const int64_t len = start + qp, ds = front + std::max(len, g.q);
 
     const int team = team_size(s.n, macs(s));
-    const size_t plane_size = size_t(g.planes * s.c * qp), dy_size = size_t(s.o * ds);
+    const size_t plane_size = size_t(g.planes * s.c * len), dy_size = size_t(s.o * ds);
     std::vector<float> scratch((plane_size + dy_size) * size_t(team));
     const GatherFn tile = kGather[size_t(x - 1)];
     std::vector<char> written(size_t(g.planes));
@@ -345,14 +359,15 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
         for (int64_t p = 0; p < g.planes; ++p) {
             const int64_t k0 = first[size_t(p)], taps = first[size_t(p + 1)] - k0;
             if (taps == 0) continue;  // no tap reads it: zero, written below
-            for (int64_t q0 = 0; q0 < qp; q0 += kLanes * x)
+            const int64_t qs = row0[size_t(p)] * g.wv;
+            for (int64_t q0 = qs; q0 < qs + qp; q0 += kLanes * x)
                 for (int64_t c0 = 0; c0 < s.c; c0 += kRows)
                     tile(dy + front + q0, back.data() + k0, taps, s.o, ds,
                          wt.data() + k0 * s.o * s.c + c0, s.o * s.c, s.c,
-                         planes + (p * s.c + c0) * qp + q0, qp, false);
+                         planes + (p * s.c + c0) * len + q0, len, false);
         }
         // Back to [C, H, W]: input pixel (u·sh + a − ph, v·sw + b − pw) is plane (a, b)'s (u, v).
-        from_planes(s, g, s.c, planes, s.c * qp, qp, written, grad_input + n * s.c * s.h * s.w);
+        from_planes(s, g, s.c, planes, s.c * len, len, written, grad_input + n * s.c * s.h * s.w);
     });
 }
 
