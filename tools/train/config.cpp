@@ -158,7 +158,7 @@ double effective_lr(const TrainConfig& c) {
     if (c.optimizer == "adam") return 1e-3;
     // AdamW, the default: the peak of the one-cycle schedule, tuned per model
     // for 5 epochs at batch 128 (docs/train.md, "Default learning rates").
-    return c.model == "resnet8" ? 8e-3 : 3e-3;
+    return c.model == "resnet8" ? 1e-2 : 3e-3;
 }
 
 double effective_weight_decay(const TrainConfig& c) {

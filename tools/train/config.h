@@ -77,7 +77,7 @@ inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 void validate(const TrainConfig& c);
 
 /// The learning rate and weight decay the run uses: the flags', or the
-/// optimizer's defaults (adamw 3e-3 for mlp and 8e-3 for resnet8 / 0.05,
+/// optimizer's defaults (adamw 3e-3 for mlp and 1e-2 for resnet8 / 0.05,
 /// adam 1e-3 / 0, sgd 0.1 / 5e-4,
 /// lamb 2e-3 / 0.01, lars 1.0 / 5e-4).
 double effective_lr(const TrainConfig& c);
