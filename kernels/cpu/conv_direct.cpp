@@ -19,8 +19,8 @@
 //                over the real outputs only, with the planes and grad_out
 //                channel-last ([position][C], [pixel][O]) per chunk of images
 // Tiles: forward and grad_input keep an 8 × (16·X) block of outputs in 8·X
-//   vector registers (X = 1..3 pixel vectors, chosen to waste the fewest
-//   positions): per channel step X vector loads and 8 broadcast weights
+//   vector registers (X = 1..3 pixel vectors, chosen by positions computed,
+//   one vector counted dearer): per channel step X vector loads and 8 broadcast weights
 //   for 8·X FMAs. grad_weight keeps R input channels × V vectors of 16
 //   output channels (R·V ≤ 24) for the whole chunk: per pixel V vector loads
 //   of grad_out and R broadcasts of the planes for R·V FMAs, no sum across
@@ -147,13 +147,19 @@ constexpr auto kWeight4 = weight_tiles<4>(std::make_integer_sequence<int, kAcc /
 
 // ---- Geometry: planes, taps, tiles (from the sizes alone) ----
 
-// For q positions: the gather tile width in vectors that wastes the fewest
-// positions (the wider on a tie), and q rounded up to whole tiles of it.
+// For q positions: the gather tile width in vectors and q rounded up to
+// whole tiles of it, the cheapest by positions computed × cost per
+// position (the wider on a tie). A one-vector tile costs more per position:
+// it has 9 loads (1 pixel vector, 8 weights) for 8 FMAs and only 8
+// accumulators to hide the FMA latency; two or three vectors are FMA-bound.
 std::pair<int64_t, int64_t> tiles_for(int64_t q) {
+    constexpr double kNarrowCost = 1.15;  // per position, of a one-vector tile
     std::pair<int64_t, int64_t> best{kMaxX, -1};
+    double best_cost = 0;
     for (int64_t x = kMaxX; x >= 1; --x) {
         const int64_t pad = (q + kLanes * x - 1) / (kLanes * x) * (kLanes * x);
-        if (best.second < 0 || pad < best.second) best = {x, pad};
+        const double cost = double(pad) * (x == 1 ? kNarrowCost : 1.0);
+        if (best.second < 0 || cost < best_cost) best = {x, pad}, best_cost = cost;
     }
     return best;
 }

@@ -73,12 +73,40 @@ inline bool block_fits(int64_t v, int64_t count) { return 2 * v + 31 <= 2 * (cou
 
 }  // namespace strided
 
+/// dst[0, n) = src[0, n) for the short rows of a plane, inline: whole
+/// vectors, the last one overlapping the one before (a library call per row
+/// costs more than a 28-float row). The two ranges must not overlap.
+template <class T>
+void copy_row(const T* src, int64_t n, T* dst) {
+    if constexpr (std::is_same_v<T, float>) {
+        auto move = [&]<int64_t kFloats>(int64_t i) {
+            float x[kFloats];
+            std::memcpy(x, src + i, sizeof x);
+            std::memcpy(dst + i, x, sizeof x);
+        };
+        if (n >= 16) {
+            for (int64_t i = 0; i + 16 <= n; i += 16) move.template operator()<16>(i);
+            if (n % 16) move.template operator()<16>(n - 16);
+        } else if (n >= 8) {
+            move.template operator()<8>(0);
+            move.template operator()<8>(n - 8);
+        } else if (n >= 4) {
+            move.template operator()<4>(0);
+            move.template operator()<4>(n - 4);
+        } else {
+            for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+        }
+    } else {
+        std::copy(src, src + n, dst);
+    }
+}
+
 /// dst[v] = src[v·step] for v < count: a copy for step 1; for f32 at step 2
 /// 16 at a time (32 floats read, the even ones kept).
 template <class T>
 void gather_strided(const T* src, int64_t step, int64_t count, T* dst) {
     if (step == 1) {
-        std::copy(src, src + count, dst);
+        copy_row(src, count, dst);
         return;
     }
     int64_t v = 0;
@@ -99,7 +127,7 @@ void gather_strided(const T* src, int64_t step, int64_t count, T* dst) {
 template <class T>
 void scatter_strided(const T* src, int64_t step, int64_t count, T* out) {
     if (step == 1) {
-        std::copy(src, src + count, out);
+        copy_row(src, count, out);
         return;
     }
     int64_t v = 0;
@@ -133,12 +161,12 @@ void to_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const T*
         inside_columns(s, g, b, &v0, &v1);
         for (int64_t c = 0; c < channels; ++c) {
             T* dst = planes + p * pstride + c * cstride;
-            std::fill(dst, dst + len, T(0));
+            std::fill(dst, dst + len, T(0));  // one fill: cheaper than many short ones
             for (int64_t u = 0; u < g.hv; ++u) {
                 const int64_t iy = u * s.sh + a - s.ph;
                 if (iy < 0 || iy >= s.h) continue;
-                const T* src = in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw);
-                gather_strided(src, s.sw, v1 - v0, dst + u * g.wv + v0);
+                gather_strided(in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw), s.sw, v1 - v0,
+                               dst + u * g.wv + v0);
             }
         }
     }
@@ -174,6 +202,7 @@ void from_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const 
 /// `channels` channels of grad_out [channels, OH, OW] into the virtual
 /// layout of row width wv: channel o's `len` elements at v + o·ds, position
 /// oy·wv + ox at v[o·ds + front + oy·wv + ox]; zero everywhere else.
+/// Needs len ≥ front + OH·wv and wv ≥ OW.
 template <class T>
 void to_virtual(const Conv2dShape& s, int64_t wv, int64_t channels, const T* dy, int64_t front,
                 int64_t len, int64_t ds, T* v) {
@@ -181,8 +210,7 @@ void to_virtual(const Conv2dShape& s, int64_t wv, int64_t channels, const T* dy,
         T* dst = v + o * ds;
         std::fill(dst, dst + len, T(0));
         for (int64_t oy = 0; oy < s.oh; ++oy)
-            std::copy(dy + (o * s.oh + oy) * s.ow, dy + (o * s.oh + oy + 1) * s.ow,
-                      dst + front + oy * wv);
+            copy_row(dy + (o * s.oh + oy) * s.ow, s.ow, dst + front + oy * wv);
     }
 }
 
