@@ -3,11 +3,11 @@
 // outputs and saved statistics, and one call through the dispatch. Kernels:
 // kernels/cpu/norm.cpp and kernels/cuda/batch_norm.cu and layer_norm.cu.
 #include "kernels/norm.h"
-#include "kernels/copy.h"
 
 #include <cmath>
 #include <limits>
 
+#include "kernels/copy.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/front.h"
@@ -95,10 +95,19 @@ Tensor param_grad(bool need, const Tensor& param, const Shape& shape, const Tens
 namespace {
 
 // The training forward, with or without the fused ReLU (op names the entry point).
+// With a residual (and relu): relu(batch_norm(x) + *residual).
 BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& weight,
                                const Tensor& bias, const Tensor& running_mean,
-                               const Tensor& running_var, double momentum, double eps, bool relu) {
+                               const Tensor& running_var, double momentum, double eps, bool relu,
+                               const Tensor* residual = nullptr) {
     const int64_t C = check_batch_input(op, x, weight, bias);
+    if (residual) {
+        EMBER_CHECK(
+            residual->defined() && residual->shape() == x.shape() && residual->dtype() == x.dtype(),
+            op, ": residual ", describe(*residual), " must have the shape and dtype of input ",
+            describe(x));
+        check_same_device({&x, residual}, op);
+    }
     check_param(op, "running_mean", running_mean, x, {C});
     check_param(op, "running_var", running_var, x, {C});
     EMBER_CHECK(running_mean.defined() == running_var.defined(), op,
@@ -116,6 +125,7 @@ BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& we
     if (C == 0) return r;
     // perf: a strided input is copied first; the kernel reads contiguous planes.
     const Tensor xc = contiguous(x);
+    const Tensor rc = residual ? contiguous(*residual) : Tensor();
     const BatchNormArgs a{.out = ncs_view(r.output, op),
                           .save_mean = view_of(r.save_mean, op),
                           .save_invstd = view_of(r.save_invstd, op),
@@ -126,11 +136,15 @@ BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& we
                           .running_var = optional_view(running_var, op),
                           .momentum = momentum,
                           .eps = eps,
-                          .relu = relu};
-    dispatch({op, x.device(), {&r.output, &r.save_mean, &r.save_invstd, &xc, &weight, &bias,
-                               &running_mean, &running_var}},
-             [&] { cpu::batch_norm_forward(a); },
-             [&](auto stream) { cuda::batch_norm_forward(a, stream); });
+                          .relu = relu,
+                          .residual = rc.defined() ? ncs_view(rc, op) : View{}};
+    dispatch(
+        {op,
+         x.device(),
+         {&r.output, &r.save_mean, &r.save_invstd, &xc, &weight, &bias, &running_mean, &running_var,
+          &rc}},
+        [&] { cpu::batch_norm_forward(a); },
+        [&](auto stream) { cuda::batch_norm_forward(a, stream); });
     if (running_mean.defined()) {
         running_mean.storage()->bump_version();
         running_var.storage()->bump_version();
@@ -154,6 +168,14 @@ BatchNormForward batch_norm_relu_forward(const Tensor& x, const Tensor& weight, 
                          momentum, eps, true);
 }
 
+BatchNormForward batch_norm_add_relu_forward(const Tensor& x, const Tensor& residual,
+                                             const Tensor& weight, const Tensor& bias,
+                                             const Tensor& running_mean, const Tensor& running_var,
+                                             double momentum, double eps) {
+    return train_forward("batch_norm_add_relu_forward", x, weight, bias, running_mean, running_var,
+                         momentum, eps, true, &residual);
+}
+
 Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& running_mean, const Tensor& running_var, double eps) {
     const char* op = "batch_norm_inference";
@@ -174,9 +196,10 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
                           .running_mean = view_of(running_mean, op),
                           .running_var = view_of(running_var, op),
                           .eps = eps};
-    dispatch({op, x.device(), {&out, &xc, &weight, &bias, &running_mean, &running_var}},
-             [&] { cpu::batch_norm_inference(a); },
-             [&](auto stream) { cuda::batch_norm_inference(a, stream); });
+    dispatch(
+        {op, x.device(), {&out, &xc, &weight, &bias, &running_mean, &running_var}},
+        [&] { cpu::batch_norm_inference(a); },
+        [&](auto stream) { cuda::batch_norm_inference(a, stream); });
     return out;
 }
 
@@ -216,10 +239,12 @@ NormGrads train_backward(const char* op, bool relu, const Tensor& grad_y, const 
                                   view_of(save_mean, op),
                                   view_of(save_invstd, op),
                                   yc.defined() ? ncs_view(yc, op) : View{}};
-    dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &weight, &save_mean,
-                               &save_invstd, &yc}},
-             [&] { cpu::batch_norm_backward(a); },
-             [&](auto stream) { cuda::batch_norm_backward(a, stream); });
+    dispatch(
+        {op,
+         x.device(),
+         {&r.input, &r.weight, &r.bias, &gc, &xc, &weight, &save_mean, &save_invstd, &yc}},
+        [&] { cpu::batch_norm_backward(a); },
+        [&](auto stream) { cuda::batch_norm_backward(a, stream); });
     return r;
 }
 
@@ -292,9 +317,10 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
                           optional_view(w, op),
                           optional_view(b, op),
                           eps};
-    dispatch({op, x.device(), {&r.output, &r.mean, &r.rstd, &xc, &w, &b}},
-             [&] { cpu::layer_norm_forward(a); },
-             [&](auto stream) { cuda::layer_norm_forward(a, stream); });
+    dispatch(
+        {op, x.device(), {&r.output, &r.mean, &r.rstd, &xc, &w, &b}},
+        [&] { cpu::layer_norm_forward(a); },
+        [&](auto stream) { cuda::layer_norm_forward(a, stream); });
     return r;
 }
 
@@ -324,9 +350,10 @@ NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape
     const LayerNormBackwardArgs a{rows(r.input, {R, M}), rows(r.weight, {M}), rows(r.bias, {M}),
                                   rows(gc, {R, M}),      rows(xc, {R, M}),    optional_view(w, op),
                                   view_of(m, op),        view_of(s, op)};
-    dispatch({op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &w, &m, &s}},
-             [&] { cpu::layer_norm_backward(a); },
-             [&](auto stream) { cuda::layer_norm_backward(a, stream); });
+    dispatch(
+        {op, x.device(), {&r.input, &r.weight, &r.bias, &gc, &xc, &w, &m, &s}},
+        [&] { cpu::layer_norm_backward(a); },
+        [&](auto stream) { cuda::layer_norm_backward(a, stream); });
     return r;
 }
 

@@ -26,10 +26,13 @@ namespace ember::kernels {
 /// (unbiased variance for running_var). Inference: out from the running
 /// statistics; save_* and momentum are unused. relu (training only): out =
 /// max(y, 0), applied to y rounded to x's dtype (Note [Fused batch norm + ReLU]).
+/// residual (training with relu only; [N, C, S], x's dtype, contiguous): out
+/// = max(y + residual, 0), y rounded to x's dtype, the sum rounded again.
 struct BatchNormArgs {
     View out, save_mean, save_invstd, x, weight, bias, running_mean, running_var;
     double momentum = 0, eps = 0;
     bool relu = false;
+    View residual = {};
 };
 
 /// One batch norm backward (training mode); grad_input ([N, C, S]),
@@ -51,6 +54,12 @@ struct BatchNormBackwardArgs {
 // gives), and the mask enters the backward's sums and apply pass exactly as
 // a gradient of 0 would: on the CPU the results equal batch_norm followed by
 // relu bit for bit (tests/kernels/test_norm.cpp).
+// batch_norm_add_relu_forward adds a residual (a ResNet block's skip) in the
+// same apply pass: relu(batch_norm(x) + residual), with batch norm's value
+// rounded to x's dtype before the add and the sum rounded before the ReLU,
+// as the three ops give. Its backward needs no kernel of its own: the
+// residual's gradient is relu_backward(grad_y, output), and batch norm's is
+// batch_norm_backward of that.
 
 /// One layer norm forward over rows of x [R, M]: writes out, mean and rstd [R].
 struct LayerNormArgs {
@@ -118,6 +127,14 @@ NormGrads batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tenso
 BatchNormForward batch_norm_relu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                          const Tensor& running_mean, const Tensor& running_var,
                                          double momentum, double eps);
+
+/// relu(batch_norm_forward(...) + residual) in one op (Note [Fused batch
+/// norm + ReLU]): residual has x's shape, dtype and device (any strides);
+/// otherwise as batch_norm_relu_forward.
+BatchNormForward batch_norm_add_relu_forward(const Tensor& x, const Tensor& residual,
+                                             const Tensor& weight, const Tensor& bias,
+                                             const Tensor& running_mean, const Tensor& running_var,
+                                             double momentum, double eps);
 
 /// Gradients of batch_norm_relu_forward: batch_norm_backward of
 /// grad_y·[output > 0], where output is the fused forward's output (x's shape

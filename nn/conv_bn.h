@@ -15,10 +15,15 @@ namespace ember::nn {
 /// Conv2d (always without bias) → BatchNorm2d (→ ReLU for ConvBNReLU).
 /// Children: "conv", "bn" (an Identity once folded).
 class ConvBN : public Module {
-public:
+  public:
     ConvBN(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions conv = {},
            BatchNormOptions bn = {}, bool relu = false);
     Tensor forward(const Tensor& x) override;
+    /// relu(forward(x) + residual), a residual block's end, for a ConvBN
+    /// without its own ReLU: when training, one fused batch norm + add + ReLU
+    /// op (ember::batch_norm_add_relu) instead of three. residual has the
+    /// output's shape.
+    Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
     std::string type_name() const override { return relu_ ? "ConvBNReLU" : "ConvBN"; }
 
     std::shared_ptr<Conv2d> conv;
@@ -27,14 +32,19 @@ public:
     /// Folds bn into conv (see fold_batchnorm); returns false if already folded.
     bool fold();
 
-private:
+  private:
+    // Whether bn runs on batch statistics (training, or no running ones): the fused ops' case.
+    bool fused_bn() const;
+    // BatchNorm2d::forward's batch counter, for the fused ops.
+    void count_batch();
+
     bool relu_;
 };
 
 class ConvBNReLU : public ConvBN {
-public:
-    ConvBNReLU(int64_t in_channels, int64_t out_channels, Pair kernel_size,
-               Conv2dOptions conv = {}, BatchNormOptions bn = {})
+  public:
+    ConvBNReLU(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions conv = {},
+               BatchNormOptions bn = {})
         : ConvBN(in_channels, out_channels, kernel_size, conv, bn, true) {}
 };
 

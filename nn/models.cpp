@@ -13,13 +13,14 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
         "conv1", ConvBNReLU(in_channels, out_channels, 3, {.stride = stride, .padding = 1}));
     conv2 = register_module("conv2", ConvBN(out_channels, out_channels, 3, {.padding = 1}));
     if (stride != 1 || in_channels != out_channels)
-        shortcut = register_module("shortcut",
-                                   ConvBN(in_channels, out_channels, 1, {.stride = stride}));
+        shortcut =
+            register_module("shortcut", ConvBN(in_channels, out_channels, 1, {.stride = stride}));
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
     const Tensor skip = shortcut ? shortcut->forward(x) : x;
-    return relu(conv2->forward(conv1->forward(x)) + skip);
+    // relu(conv2(conv1(x)) + skip), the last three ops fused when training.
+    return conv2->forward_add_relu(conv1->forward(x), skip);
 }
 
 ResNet8::ResNet8(int64_t in_channels, int64_t num_classes) {

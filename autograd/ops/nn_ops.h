@@ -36,6 +36,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training,
                        double momentum = 0.1, double eps = 1e-5);
+/// relu(batch_norm(x) + residual) as one op when training (a ResNet block's
+/// end): the fused forward of kernels/norm.h (batch_norm_add_relu_forward)
+/// adds the residual in batch norm's apply pass and never materializes the
+/// normalized value or the sum; the backward is relu_backward (the
+/// residual's gradient) and batch_norm_backward of it. Equal to the three
+/// ops bit for bit on the CPU. residual has x's shape (and dtype, unless
+/// autocast promotes both to f32). In eval mode it is the three ops.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                           bool training, double momentum = 0.1, double eps = 1e-5);
 /// Layer norm over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
@@ -53,7 +63,8 @@ struct CrossEntropyOptions {
 };
 /// Fused log_softmax + NLL over logits [N, C] and class indices target [N]
 /// (i64), forward and backward. The loss is f32 for f32/f16/bf16 logits.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
 
 struct NllLossOptions {
     Reduction reduction = Reduction::mean;

@@ -1,15 +1,16 @@
 // Differentiable batch norm (and batch norm + ReLU), layer norm and dropout
 // over the fused kernels in kernels/norm.h and kernels/dropout.h.
+#include "kernels/norm.h"
+
 #include "autograd/autocast.h"
 #include "autograd/checkpoint.h"
 #include "autograd/graph.h"
-#include "kernels/copy.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
+#include "kernels/copy.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
-#include "kernels/norm.h"
 #include "kernels/reduce.h"
 
 namespace ember {
@@ -30,7 +31,8 @@ TensorList batch_norm_eval_backward(const Tensor& g, const Tensor& x, const Tens
     for (int64_t d = 0; d < x.dim(); ++d)
         if (d != 1) dims.push_back(d);
     const Tensor invstd = kernels::reshape(k::rsqrt(k::add(var.to(g.dtype()), eps)), bshape);
-    const Tensor scale = w.defined() ? k::mul(invstd, kernels::reshape(w.to(g.dtype()), bshape)) : invstd;
+    const Tensor scale =
+        w.defined() ? k::mul(invstd, kernels::reshape(w.to(g.dtype()), bshape)) : invstd;
     TensorList out(3);
     if (need[0]) out[0] = k::mul(g, scale);
     if (need[1]) {
@@ -66,9 +68,8 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
     // A checkpointed segment's recompute must not update the running
     // statistics a second time (autograd::is_recomputing()).
     const bool update = !autograd::is_recomputing();
-    k::BatchNormForward f =
-        k::batch_norm_forward(x, weight, bias, update ? running_mean : Tensor(),
-                              update ? running_var : Tensor(), momentum, eps);
+    k::BatchNormForward f = k::batch_norm_forward(x, weight, bias, update ? running_mean : Tensor(),
+                                                  update ? running_var : Tensor(), momentum, eps);
     if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                           node->needs_input_grad(2)};
@@ -103,6 +104,42 @@ Tensor batch_norm_relu(const Tensor& x0, const Tensor& running_mean, const Tenso
                           need](const TensorList& g) {
             k::NormGrads d = k::batch_norm_relu_backward(g[0], y, x, w, m, s, need);
             return TensorList{d.input, d.weight, d.bias};
+        };
+        autograd::set_history(node, f.output);
+    }
+    return f.output;
+}
+
+Tensor batch_norm_add_relu(const Tensor& x0, const Tensor& residual0, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                           bool training, double momentum, double eps) {
+    if (!training)
+        return relu(
+            add(batch_norm(x0, running_mean, running_var, weight, bias, false, momentum, eps),
+                residual0));
+    // batch_norm's autocast policy (f32) for both: the sum as batch_norm's f32
+    // output plus the residual promoted gives it.
+    const Tensor x = amp::cast_input("batch_norm", x0);
+    const Tensor residual = amp::cast_input("batch_norm", residual0);
+    const bool update = !autograd::is_recomputing();  // as batch_norm
+    k::BatchNormForward f =
+        k::batch_norm_add_relu_forward(x, residual, weight, bias, update ? running_mean : Tensor(),
+                                       update ? running_var : Tensor(), momentum, eps);
+    if (auto node = autograd::make_node("batch_norm_add_relu", {x, residual, weight, bias})) {
+        const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(2),
+                                          node->needs_input_grad(3)};
+        const bool need_residual = node->needs_input_grad(1);
+        // Saves x and y, as batch_norm_relu; the residual is not needed. The
+        // ReLU's masked gradient is the residual's gradient and batch norm's
+        // upstream one: materialized once, as relu then add would.
+        node->backward = [x = node->save(x), y = node->save(f.output), w = node->save(weight),
+                          m = node->save(f.save_mean), s = node->save(f.save_invstd), need,
+                          need_residual](const TensorList& g) {
+            const Tensor masked = k::relu_backward(g[0], y);
+            k::NormGrads d = need[0] || need[1] || need[2]
+                                 ? k::batch_norm_backward(masked, x, w, m, s, need)
+                                 : k::NormGrads{};
+            return TensorList{d.input, need_residual ? masked : Tensor(), d.weight, d.bias};
         };
         autograd::set_history(node, f.output);
     }

@@ -9,7 +9,9 @@
 //        norm reads each row twice from the cache. A few FLOPs per element:
 //        memory-bound. The fused ReLU costs nothing in the forward and one
 //        more read (the output y) per backward pass, and saves relu's own
-//        passes (2·numel forward, 3·numel backward). Deterministic: every
+//        passes (2·numel forward, 3·numel backward). A residual added in the
+//        fused forward (batch_norm_add_relu_forward) is one more read there,
+//        and saves add's and relu's passes (5·numel). Deterministic: every
 //        sum has an order fixed by the shape (Note [Deterministic channel
 //        sums]). Test: tests/kernels/test_norm.cpp.
 #include "kernels/cpu/norm.h"
@@ -130,11 +132,12 @@ inline T relu_rounded(T v) {
 }
 
 // y = (x − shift[c])·scale[c] + bias[c] over [N, C, S] (Note [Subtracting the
-// mean in f64]); then max(y, 0) when kRelu.
+// mean in f64]); plus residual[i] when given (kRelu only), rounded again;
+// then max(y, 0) when kRelu.
 template <bool kRelu, class T>
 void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
                    const std::vector<double>& shift, const std::vector<double>& scale,
-                   const std::vector<double>& bias) {
+                   const std::vector<double>& bias, const T* residual = nullptr) {
     using A = math::Acc<T>;
 #pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
     for (int64_t p = 0; p < N * C; ++p) {
@@ -143,6 +146,15 @@ void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
         const A k = A(scale[c]), b = A(bias[c]);
         const T* xp = x + p * S;
         T* yp = y + p * S;
+        if (kRelu && residual) {
+            const T* rp = residual + p * S;
+#pragma omp simd
+            for (int64_t s = 0; s < S; ++s) {
+                const T v = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
+                yp[s] = relu_rounded(cast<T>(cast<A>(v) + cast<A>(rp[s])));
+            }
+            continue;
+        }
 #pragma omp simd
         for (int64_t s = 0; s < S; ++s) {
             const T v = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
@@ -157,7 +169,8 @@ void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
 template <class T>
 void bn_forward_impl(const View& out, const View& save_mean, const View& save_invstd,
                      const View& xv, const View& weight, const View& bias, const View& running_mean,
-                     const View& running_var, double momentum, double eps, bool relu) {
+                     const View& running_var, double momentum, double eps, bool relu,
+                     const View& residual) {
     using A = math::Acc<T>;
     const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
     const T* x = xv.ptr<const T>();
@@ -193,7 +206,8 @@ void bn_forward_impl(const View& out, const View& save_mean, const View& save_in
     for (size_t c = 0; c < size_t(C); ++c) scale[c] *= invstd[c];
     const std::vector<double> b = read_vector(bias, C, 0);
     if (relu)
-        affine_planes<true>(out.ptr<T>(), x, N, C, S, mean, scale, b);
+        affine_planes<true>(out.ptr<T>(), x, N, C, S, mean, scale, b,
+                            residual.data ? residual.ptr<const T>() : nullptr);
     else
         affine_planes<false>(out.ptr<T>(), x, N, C, S, mean, scale, b);
 }
@@ -369,10 +383,12 @@ void batch_norm_forward(const BatchNormArgs& a) {
     const View& x = a.x;
     EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.out.is_contiguous() &&
                           a.out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
+    EMBER_INTERNAL_ASSERT(!a.residual.data ||
+                          (a.relu && a.residual.is_contiguous() && a.residual.dtype == x.dtype));
     visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
-        bn_forward_impl<typename decltype(tag)::type>(a.out, a.save_mean, a.save_invstd, x,
-                                                      a.weight, a.bias, a.running_mean,
-                                                      a.running_var, a.momentum, a.eps, a.relu);
+        bn_forward_impl<typename decltype(tag)::type>(
+            a.out, a.save_mean, a.save_invstd, x, a.weight, a.bias, a.running_mean, a.running_var,
+            a.momentum, a.eps, a.relu, a.residual);
     });
 }
 

@@ -11,8 +11,10 @@
 // Bytes: forward reads x twice and writes y (3·numel·sizeof(T)); backward
 //        reads x and g twice and writes grad_input (5·numel·sizeof(T)); the
 //        fused ReLU's backward also reads y in both passes (7·numel·sizeof(T),
-//        against 8 for relu_backward then batch norm's). About 10 FLOPs per
-//        element: memory-bound.
+//        against 8 for relu_backward then batch norm's). The forward with a
+//        residual (batch_norm_add_relu_forward) reads it in the apply pass:
+//        4·numel·sizeof(T), against 8 for batch norm, add and relu. About 10
+//        FLOPs per element: memory-bound.
 // Launch: plans in kernels/cuda/norm_plan.h: a 256-thread block per channel,
 //        or `splits` blocks per channel writing partials and an ordered
 //        combine pass (few channels, many values each); one thread finishes
@@ -66,7 +68,9 @@ struct BnForwardStats {
 
     __device__ State identity() const { return {A(0), A(0), 0}; }
     __device__ int channel(int64_t) const { return 0; }
-    __device__ State add(const State& s, int64_t i, int) const { return welford_add(s, load(x[i])); }
+    __device__ State add(const State& s, int64_t i, int) const {
+        return welford_add(s, load(x[i]));
+    }
     __device__ void finish(int64_t c, const State& s) const {
         const double mean = double(s.mean), var = double(s.m2) / count;
         const double invstd = 1 / sqrt(var + eps);
@@ -178,16 +182,17 @@ void reduce_channels(const ChannelPlan& p, const Op& op, StreamRef stream) {
 }
 
 // One element of the elementwise pass. Forward: (x − m)·k + b, rounded to T,
-// then max(·, 0) when kRelu (on the rounded value: −0 and NaN pass, as
-// relu(batch_norm(x)) gives). Backward: k·g' + b + k1·(x − m), g' = g masked
-// by y > 0 when kRelu.
-template <class T, bool kGrad, bool kRelu>
+// plus the residual g when kRes (the sum rounded again), then max(·, 0) when
+// kRelu (on the rounded value: −0 and NaN pass, as relu(batch_norm(x) [+ r])
+// gives). Backward: k·g' + b + k1·(x − m), g' = g masked by y > 0 when kRelu.
+template <class T, bool kGrad, bool kRelu, bool kRes>
 __device__ __forceinline__ T bn_apply_one(const ChannelConsts<Acc<T>>& q, T x, T g, T y) {
     using A = Acc<T>;
     if constexpr (kGrad) {
         return cast<T>(q.k * masked_grad<kRelu>(g, y) + q.b + q.k1 * (load(x) - q.m));
     } else {
-        const T v = cast<T>((load(x) - q.m) * q.k + q.b);
+        T v = cast<T>((load(x) - q.m) * q.k + q.b);
+        if constexpr (kRes) v = cast<T>(load(v) + load(g));
         if constexpr (kRelu) return load(v) < A(0) ? cast<T>(A(0)) : v;
         return v;
     }
@@ -195,12 +200,13 @@ __device__ __forceinline__ T bn_apply_one(const ChannelConsts<Acc<T>>& q, T x, T
 
 // The elementwise pass over a contiguous [N, C, S] of n elements: K elements
 // per step (one 16-byte load per operand when K > 1), one division per step.
-// g: the backward's gradient; y: the fused backward's forward output.
-template <class T, int K, bool kGrad, bool kRelu>
+// g: the backward's gradient, or the forward's residual (kRes); y: the
+// fused backward's forward output.
+template <class T, int K, bool kGrad, bool kRelu, bool kRes>
 __global__ void bn_apply_kernel(int64_t n, int64_t C, int64_t S,
                                 const ChannelConsts<Acc<T>>* __restrict__ consts, T* out,
                                 const T* x, const T* g, const T* y) {
-    constexpr bool kReadY = kGrad && kRelu;
+    constexpr bool kReadY = kGrad && kRelu, kReadG = kGrad || kRes;
     const int64_t vecs = (n + K - 1) / K, stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vecs; v += stride) {
         const int64_t i0 = v * K;
@@ -208,37 +214,39 @@ __global__ void bn_apply_kernel(int64_t n, int64_t C, int64_t S,
         if (i0 + K <= n) {
             const Pack<T, K> xp = reinterpret_cast<const Pack<T, K>*>(x)[v];
             Pack<T, K> gp = xp, yp = xp, o;
-            if constexpr (kGrad) gp = reinterpret_cast<const Pack<T, K>*>(g)[v];
+            if constexpr (kReadG) gp = reinterpret_cast<const Pack<T, K>*>(g)[v];
             if constexpr (kReadY) yp = reinterpret_cast<const Pack<T, K>*>(y)[v];
 #pragma unroll
             for (int k = 0; k < K; ++k) {
-                o.v[k] = bn_apply_one<T, kGrad, kRelu>(consts[w.c], xp.v[k], gp.v[k], yp.v[k]);
+                o.v[k] =
+                    bn_apply_one<T, kGrad, kRelu, kRes>(consts[w.c], xp.v[k], gp.v[k], yp.v[k]);
                 w.next(C, S);
             }
             reinterpret_cast<Pack<T, K>*>(out)[v] = o;
         } else {
             for (int64_t i = i0; i < n; ++i, w.next(C, S))
-                out[i] = bn_apply_one<T, kGrad, kRelu>(consts[w.c], x[i], kGrad ? g[i] : x[i],
-                                                       kReadY ? y[i] : x[i]);
+                out[i] = bn_apply_one<T, kGrad, kRelu, kRes>(
+                    consts[w.c], x[i], kReadG ? g[i] : x[i], kReadY ? y[i] : x[i]);
         }
     }
 }
 
-template <class T, bool kGrad, bool kRelu>
+template <class T, bool kGrad, bool kRelu, bool kRes = false>
 void bn_apply(int64_t N, int64_t C, int64_t S, const ChannelConsts<Acc<T>>* consts, T* out,
               const T* x, const T* g, const T* y, StreamRef stream) {
     const int64_t n = N * C * S;
     constexpr int K = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) > 8 ? 8 : int(16 / sizeof(T));
     const bool vec = detail::aligned_for<K, T>(out) && detail::aligned_for<K, T>(x) &&
-                     (!kGrad || detail::aligned_for<K, T>(g)) &&
+                     (!(kGrad || kRes) || detail::aligned_for<K, T>(g)) &&
                      (!(kGrad && kRelu) || detail::aligned_for<K, T>(y));
     if (vec)
-        bn_apply_kernel<T, K, kGrad, kRelu>
-            <<<grid_for((n + K - 1) / K, kMapBlock), kMapBlock, 0, stream.handle>>>(
-                n, C, S, consts, out, x, g, y);
+        bn_apply_kernel<T, K, kGrad, kRelu, kRes>
+            <<<grid_for((n + K - 1) / K, kMapBlock), kMapBlock, 0, stream.handle>>>(n, C, S, consts,
+                                                                                    out, x, g, y);
     else
-        bn_apply_kernel<T, 1, kGrad, kRelu><<<grid_for(n, kMapBlock), kMapBlock, 0,
-                                              stream.handle>>>(n, C, S, consts, out, x, g, y);
+        bn_apply_kernel<T, 1, kGrad, kRelu, kRes>
+            <<<grid_for(n, kMapBlock), kMapBlock, 0, stream.handle>>>(n, C, S, consts, out, x, g,
+                                                                      y);
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -290,14 +298,23 @@ void batch_norm_forward(const BatchNormArgs& a, StreamRef stream) {
         using T = typename decltype(tag)::type;
         using A = Acc<T>;
         const Workspace consts(stream, size_t(C) * sizeof(ChannelConsts<A>));
-        const BnForwardStats<T> op{x.ptr<const T>(),        a.save_mean.ptr<A>(),
-                                   a.save_invstd.ptr<A>(),  vec_of(a.weight),
-                                   vec_of(a.bias),          vec_of(a.running_mean),
-                                   vec_of(a.running_var),   consts.as<ChannelConsts<A>>(),
-                                   a.momentum,              a.eps,
+        const BnForwardStats<T> op{x.ptr<const T>(),
+                                   a.save_mean.ptr<A>(),
+                                   a.save_invstd.ptr<A>(),
+                                   vec_of(a.weight),
+                                   vec_of(a.bias),
+                                   vec_of(a.running_mean),
+                                   vec_of(a.running_var),
+                                   consts.as<ChannelConsts<A>>(),
+                                   a.momentum,
+                                   a.eps,
                                    double(N * S)};
         reduce_channels(plan_channels(N, C, S), op, stream);
-        if (a.relu)
+        if (a.relu && a.residual.data)
+            bn_apply<T, false, true, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
+                                           x.ptr<const T>(), a.residual.ptr<const T>(), nullptr,
+                                           stream);
+        else if (a.relu)
             bn_apply<T, false, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
                                      x.ptr<const T>(), nullptr, nullptr, stream);
         else

@@ -1,4 +1,5 @@
-// Gradients of batch norm (training and eval), batch norm + ReLU, layer norm
+// Gradients of batch norm (training and eval), batch norm + ReLU (and + a
+// residual), layer norm
 // and dropout by gradcheck, plus batch norm's running-statistics update
 // against an f64 reference, batch_norm_relu and ConvBNReLU against the
 // unfused ops, and dropout's mask rules (identity cases, keep fraction, seeding).
@@ -43,7 +44,7 @@ TEST_CASE("grad: batch_norm in training mode", "[grad][norm]") {
         };
         INFO("x " << shape_str(s));
         check_grad(fn, {x, w, b});
-        check_grad(fn, {x, Tensor(), Tensor()});                             // no weight, bias
+        check_grad(fn, {x, Tensor(), Tensor()});                              // no weight, bias
         check_grad(fn, {constant(s, seed - 3), w, constant({c}, seed - 1)});  // weight only
     }
     INFO("strided input view");
@@ -134,6 +135,31 @@ TEST_CASE("grad: batch_norm in eval mode uses the running statistics", "[grad][n
             return batch_norm(in[0].transpose(0, 1), rm, rv, in[1], in[2], false);
         },
         {leaf({3, 5}, 243), leaf({3}, 244), leaf({3}, 245)});
+}
+
+TEST_CASE("grad: batch_norm_add_relu in training and eval mode", "[grad][norm]") {
+    const Shape shapes[] = {{4, 3}, {2, 3, 3, 2}, {3, 2, 5}};
+    uint64_t seed = 700;
+    for (const Shape& s : shapes) {
+        const int64_t c = s[1];
+        const Tensor x = leaf(s, seed++), r = leaf(s, seed++);
+        const Tensor w = leaf({c}, seed++, -2.0, 2.0), b = leaf({c}, seed++);
+        const GradFn fn = [](const std::vector<Tensor>& in) {
+            return batch_norm_add_relu(in[0], in[1], {}, {}, in[2], in[3], true, 0.1, 1e-5);
+        };
+        INFO("x " << shape_str(s));
+        check_grad(fn, {x, r, w, b});
+        check_grad(fn, {x, r, Tensor(), Tensor()});
+        check_grad(fn, {constant(s, seed - 4), r, w, b});  // only the residual and affine
+        check_grad(fn, {x, constant(s, seed - 3), w, b});  // the residual constant
+        const Tensor rm = random_tensor({c}, DType::f64, seed++);
+        const Tensor rv = random_tensor({c}, DType::f64, seed++, 0.5, 2.0);
+        check_grad(
+            [&](const std::vector<Tensor>& in) {
+                return batch_norm_add_relu(in[0], in[1], rm, rv, in[2], in[3], false, 0.1, 1e-3);
+            },
+            {x, r, w, b});
+    }
 }
 
 TEST_CASE("grad: batch_norm_relu in training and eval mode", "[grad][norm]") {
@@ -248,12 +274,9 @@ TEST_CASE("grad: layer_norm over 1, 2 and 3 trailing dims", "[grad][norm]") {
         Shape x, normalized;
     };
     const Case cases[] = {
-        {{3, 4}, {4}},
-        {{2, 3, 4}, {3, 4}},
-        {{2, 2, 3, 2}, {2, 3, 2}},
-        {{5}, {5}},
-        {{4, 1}, {1}},  // one element per row: x̂ = 0
-        {{0, 3}, {3}},  // no rows: zero gradients for weight and bias
+        {{3, 4}, {4}}, {{2, 3, 4}, {3, 4}}, {{2, 2, 3, 2}, {2, 3, 2}},
+        {{5}, {5}},    {{4, 1}, {1}},  // one element per row: x̂ = 0
+        {{0, 3}, {3}},                 // no rows: zero gradients for weight and bias
     };
     uint64_t seed = 250;
     for (const Case& c : cases) {

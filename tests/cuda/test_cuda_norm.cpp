@@ -30,7 +30,9 @@ Tensor gpu(const Tensor& t) { return t.defined() ? t.to(kGpu) : t; }
 Tensor cpu(const Tensor& t) { return t.to(Device::cpu()); }
 
 // Elementwise results of x's dtype.
-double out_tol(DType dt) { return dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : rtol_for(dt); }
+double out_tol(DType dt) {
+    return dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : rtol_for(dt);
+}
 // Statistics (f32 for every dtype but f64).
 double stat_tol(DType dt) { return dt == DType::f64 ? 1e-10 : 2e-5; }
 
@@ -55,8 +57,8 @@ Tensor strided_vector(int64_t n, DType dt, uint64_t seed, double lo, double hi, 
 }  // namespace
 
 TEST_CASE("cuda: batch_norm training forward and backward equal the CPU's", "[cuda][norm]") {
-    const Shape shapes[] = {{2, 3},      {1, 4, 2},     {3, 5, 7},   {5, 3, 3, 3},
-                            {4, 300, 3}, {64, 16, 28, 28}};
+    const Shape shapes[] = {{2, 3},       {1, 4, 2},   {3, 5, 7},
+                            {5, 3, 3, 3}, {4, 300, 3}, {64, 16, 28, 28}};
     uint64_t seed = 1;
     for (const Shape& shape : shapes)
         for (DType dt : kFloats)
@@ -67,9 +69,10 @@ TEST_CASE("cuda: batch_norm training forward and backward equal the CPU's", "[cu
                 const Tensor g = random_tensor(shape, dt, seed++, -1, 1);
                 // A strided f64 weight and an f32 bias: neither need be x's dtype.
                 const uint64_t ws = seed++;
-                const Tensor w = affine ? strided_vector(C, DType::f64, ws, 0.5, 2, Device::cpu())
-                                        : Tensor();
-                const Tensor wg = affine ? strided_vector(C, DType::f64, ws, 0.5, 2, kGpu) : Tensor();
+                const Tensor w =
+                    affine ? strided_vector(C, DType::f64, ws, 0.5, 2, Device::cpu()) : Tensor();
+                const Tensor wg =
+                    affine ? strided_vector(C, DType::f64, ws, 0.5, 2, kGpu) : Tensor();
                 const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
                 const auto want = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
                 const auto got =
@@ -83,9 +86,9 @@ TEST_CASE("cuda: batch_norm training forward and backward equal the CPU's", "[cu
                 // The backward from the same saved statistics on both sides.
                 const auto gw = k::batch_norm_backward(g, x, w, want.save_mean, want.save_invstd,
                                                        {true, true, true});
-                const auto gg = k::batch_norm_backward(non_contiguous(gpu(g)), gpu(x), wg,
-                                                       gpu(want.save_mean),
-                                                       gpu(want.save_invstd), {true, true, true});
+                const auto gg =
+                    k::batch_norm_backward(non_contiguous(gpu(g)), gpu(x), wg, gpu(want.save_mean),
+                                           gpu(want.save_invstd), {true, true, true});
                 check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
                 check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
                 check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
@@ -136,9 +139,9 @@ TEST_CASE("cuda: batch_norm_inference equals the CPU's", "[cuda][norm]") {
                 check_close(cpu(got), want, out_tol(dt), out_tol(dt));
             }
     // No values: an empty output, nothing launched.
-    const Tensor e = k::batch_norm_inference(zeros({0, 3}, {.device = kGpu}), {}, {},
-                                             zeros({3}, {.device = kGpu}),
-                                             ones({3}, {.device = kGpu}), 1e-5);
+    const Tensor e =
+        k::batch_norm_inference(zeros({0, 3}, {.device = kGpu}), {}, {},
+                                zeros({3}, {.device = kGpu}), ones({3}, {.device = kGpu}), 1e-5);
     CHECK(e.shape() == Shape{0, 3});
 }
 
@@ -220,6 +223,35 @@ TEST_CASE("cuda: batch_norm_relu forward and backward equal the CPU's", "[cuda][
             }
 }
 
+// The residual rides in the forward's apply pass: the GPU's fused output
+// equals its own batch_norm, add and relu bit for bit, and the CPU's within
+// the forward's tolerance.
+TEST_CASE("cuda: batch_norm_add_relu forward equals the CPU's and the unfused ops",
+          "[cuda][norm]") {
+    const Shape shapes[] = {{2, 3}, {3, 5, 7}, {5, 3, 3, 3}, {8, 16, 28, 28}, {4, 64, 7, 7}};
+    uint64_t seed = 1500;
+    for (const Shape& shape : shapes)
+        for (DType dt : kFloats) {
+            const int64_t C = shape[1];
+            INFO(dtype_name(dt) << " " << shape_str(shape));
+            const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
+            const Tensor r = random_tensor(shape, dt, seed++, -2, 2);
+            const Tensor w = random_tensor({C}, DType::f32, seed++, -2, 2);
+            const Tensor b = random_tensor({C}, DType::f32, seed++, -1, 1);
+            Tensor rm = zeros({C}), rv = ones({C});
+            Tensor rmg = gpu(rm), rvg = gpu(rv);
+            const auto want = k::batch_norm_add_relu_forward(x, r, w, b, rm, rv, 0.1, 1e-5);
+            const auto got = k::batch_norm_add_relu_forward(non_contiguous(gpu(x)), gpu(r), gpu(w),
+                                                            gpu(b), rmg, rvg, 0.1, 1e-5);
+            check_close(cpu(got.output), want.output, 2 * out_tol(dt), 2 * out_tol(dt));
+            check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
+            check_close(cpu(rmg), rm, 1e-5, 1e-5);
+            check_close(cpu(rvg), rv, 1e-5, 1e-5);
+            const auto plain = k::batch_norm_forward(gpu(x), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+            check_bits(got.output, k::relu(k::add(plain.output, gpu(r))));
+        }
+}
+
 TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") {
     // −0 survives the ReLU (f16 outputs of a 1e-9 weight all round to ±0).
     const Tensor x = random_tensor({6, 2, 5}, DType::f16, 520, -3, 3);
@@ -275,9 +307,9 @@ TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") 
 TEST_CASE("cuda: layer_norm forward and backward equal the CPU's", "[cuda][norm]") {
     const struct {
         Shape x, normalized;
-    } cases[] = {{{3, 1}, {1}},         {{1, 7}, {7}},          {{5, 7}, {7}},
-                 {{2, 3, 4}, {3, 4}},   {{64, 1000}, {1000}},   {{3, 5000}, {5000}},
-                 {{17, 5000}, {5000}},  {{4096, 7}, {7}},       {{2, 40, 25}, {40, 25}},
+    } cases[] = {{{3, 1}, {1}},        {{1, 7}, {7}},        {{5, 7}, {7}},
+                 {{2, 3, 4}, {3, 4}},  {{64, 1000}, {1000}}, {{3, 5000}, {5000}},
+                 {{17, 5000}, {5000}}, {{4096, 7}, {7}},     {{2, 40, 25}, {40, 25}},
                  {{1, 1025}, {1025}}};
     uint64_t seed = 100;
     for (const auto& c : cases)
@@ -288,11 +320,13 @@ TEST_CASE("cuda: layer_norm forward and backward equal the CPU's", "[cuda][norm]
                 const Tensor x = random_tensor(c.x, dt, seed++, -2, 4);
                 const Tensor g = random_tensor(c.x, dt, seed++, -1, 1);
                 // The weight in x's dtype (used directly), the bias in f64 (converted).
-                const Tensor w = affine ? random_tensor(c.normalized, dt, seed++, 0.5, 2) : Tensor();
-                const Tensor b = affine ? random_tensor(c.normalized, DType::f64, seed++) : Tensor();
+                const Tensor w =
+                    affine ? random_tensor(c.normalized, dt, seed++, 0.5, 2) : Tensor();
+                const Tensor b =
+                    affine ? random_tensor(c.normalized, DType::f64, seed++) : Tensor();
                 const auto want = k::layer_norm_forward(x, c.normalized, w, b, 1e-5);
-                const auto got =
-                    k::layer_norm_forward(non_contiguous(gpu(x)), c.normalized, gpu(w), gpu(b), 1e-5);
+                const auto got = k::layer_norm_forward(non_contiguous(gpu(x)), c.normalized, gpu(w),
+                                                       gpu(b), 1e-5);
                 REQUIRE(got.mean.shape() == want.mean.shape());
                 check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
                 check_close(cpu(got.mean), want.mean, stat_tol(dt), stat_tol(dt));
@@ -300,9 +334,9 @@ TEST_CASE("cuda: layer_norm forward and backward equal the CPU's", "[cuda][norm]
 
                 const auto gw = k::layer_norm_backward(g, x, c.normalized, w, want.mean, want.rstd,
                                                        {true, true, true});
-                const auto gg = k::layer_norm_backward(non_contiguous(gpu(g)), gpu(x), c.normalized,
-                                                       gpu(w), gpu(want.mean), gpu(want.rstd),
-                                                       {true, true, true});
+                const auto gg =
+                    k::layer_norm_backward(non_contiguous(gpu(g)), gpu(x), c.normalized, gpu(w),
+                                           gpu(want.mean), gpu(want.rstd), {true, true, true});
                 check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
                 check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
                 check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
@@ -318,7 +352,8 @@ TEST_CASE("cuda: layer_norm with a strided weight of another dtype, and empty ro
     const auto got = k::layer_norm_forward(gpu(x), {300}, wg, {}, 1e-5);
     check_close(cpu(got.output), want.output, out_tol(DType::bf16), out_tol(DType::bf16));
     const Tensor g = random_tensor({9, 300}, DType::bf16, 202, -1, 1);
-    const auto gw = k::layer_norm_backward(g, x, {300}, w, want.mean, want.rstd, {true, true, false});
+    const auto gw =
+        k::layer_norm_backward(g, x, {300}, w, want.mean, want.rstd, {true, true, false});
     const auto gg = k::layer_norm_backward(gpu(g), gpu(x), {300}, wg, gpu(want.mean),
                                            gpu(want.rstd), {true, true, false});
     CHECK_FALSE(gg.bias.defined());
@@ -342,8 +377,10 @@ TEST_CASE("cuda: norm kernels give the same bits on every run", "[cuda][norm]") 
         check_bits(f1.output, f2.output);
         check_bits(f1.save_mean, f2.save_mean);
         check_bits(f1.save_invstd, f2.save_invstd);
-        const auto b1 = k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
-        const auto b2 = k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
+        const auto b1 =
+            k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
+        const auto b2 =
+            k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
         check_bits(b1.input, b2.input);
         check_bits(b1.weight, b2.weight);
         check_bits(b1.bias, b2.bias);
@@ -357,8 +394,10 @@ TEST_CASE("cuda: norm kernels give the same bits on every run", "[cuda][norm]") 
             const auto l2 = k::layer_norm_forward(lx, norm, lw, {}, 1e-5);
             check_bits(l1.output, l2.output);
             check_bits(l1.rstd, l2.rstd);
-            const auto g1 = k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
-            const auto g2 = k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
+            const auto g1 =
+                k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
+            const auto g2 =
+                k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
             check_bits(g1.input, g2.input);
             check_bits(g1.weight, g2.weight);
             check_bits(g1.bias, g2.bias);
@@ -370,5 +409,6 @@ TEST_CASE("cuda: norm ops name the op when devices are mixed", "[cuda][norm]") {
     const Tensor x = random_tensor({4, 3, 5}, DType::f32, 400).to(kGpu);
     REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, ones({3}), {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {5}, ones({5}), {}, 1e-5), "layer_norm_forward");
+    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {5}, ones({5}), {}, 1e-5),
+                            "layer_norm_forward");
 }

@@ -377,6 +377,55 @@ TEST_CASE("batch_norm_relu equals batch_norm then relu bit for bit", "[norm][bat
             }
 }
 
+// batch_norm_add_relu_forward (Note [Fused batch norm + ReLU]): batch norm's
+// value rounded, the residual added and rounded, then the ReLU, as
+// relu(add(batch_norm(x), r)) gives bit for bit.
+TEST_CASE("batch_norm_add_relu equals batch_norm, add, relu bit for bit", "[norm][batch_norm]") {
+    const Shape shapes[] = {{2, 1, 3}, {5, 3}, {7, 5, 3, 3}, {3, 6, 9, 13}, {4, 16, 28, 28}};
+    uint64_t seed = 900;
+    for (const Shape& shape : shapes)
+        for (DType dt : kFloats)
+            for (int affine = 0; affine < 2; ++affine) {
+                const int64_t C = shape[1];
+                INFO(dtype_name(dt) << " " << shape_str(shape) << (affine ? " affine" : ""));
+                const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
+                const Tensor r = random_tensor(shape, dt, seed++, -2, 2);
+                const Tensor w = affine ? random_tensor({C}, DType::f64, seed++, -2, 2) : Tensor();
+                const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
+                Tensor rm = random_tensor({C}, DType::f32, seed, -1, 1),
+                       rv = random_tensor({C}, DType::f32, seed + 1, 0.5, 2);
+                Tensor rm2 = rm.clone(), rv2 = rv.clone();
+                seed += 2;
+                const auto ref = k::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
+                const Tensor want = k::relu(k::add(ref.output, r));
+                const auto f = k::batch_norm_add_relu_forward(non_contiguous(x), non_contiguous(r),
+                                                              w, b, rm2, rv2, 0.1, 1e-5);
+                CHECK(same_bits(f.output, want));
+                CHECK(same_bits(f.save_mean, ref.save_mean));
+                CHECK(same_bits(f.save_invstd, ref.save_invstd));
+                CHECK(same_bits(rm2, rm));
+                CHECK(same_bits(rv2, rv));
+                // Against f64: max(y + r, 0) of the reference y.
+                RefNorm rn = ref_batch_norm(x, w, b, r, 1e-5);
+                const std::vector<double> rr = values(r);
+                for (size_t i = 0; i < rn.y.size(); ++i) rn.y[i] = std::max(rn.y[i] + rr[i], 0.0);
+                check_close(f.output, rn.y, 2 * rtol_for(dt), 2 * rtol_for(dt));
+            }
+}
+
+TEST_CASE("batch_norm_add_relu errors name the op and the residual", "[norm][errors]") {
+    const Tensor x = ones({4, 3, 2});
+    REQUIRE_THROWS_WITH_MSG(
+        k::batch_norm_add_relu_forward(x, ones({4, 3}), {}, {}, {}, {}, 0.1, 1e-5),
+        "batch_norm_add_relu_forward: residual f32 [4, 3] on cpu must have "
+        "the shape and dtype of input f32 [4, 3, 2] on cpu");
+    REQUIRE_THROWS_WITH_MSG(
+        k::batch_norm_add_relu_forward(x, ones({4, 3, 2}, {DType::f64}), {}, {}, {}, {}, 0.1, 1e-5),
+        "batch_norm_add_relu_forward: residual f64 [4, 3, 2]");
+    REQUIRE_THROWS_WITH_MSG(k::batch_norm_add_relu_forward(x, Tensor(), {}, {}, {}, {}, 0.1, 1e-5),
+                            "batch_norm_add_relu_forward: residual undefined must have the shape");
+}
+
 TEST_CASE("batch_norm_relu keeps relu's signed zeros and NaNs", "[norm][batch_norm]") {
     // A weight of 1e-9 makes every f16 output round to ±0: relu(−0) is −0
     // (−0 < 0 is false), and the fused op must write the same −0.

@@ -214,3 +214,39 @@ TEST_CASE("fold_batchnorm: what is not folded", "[nn][convbn]") {
     REQUIRE(block != nullptr);
     CHECK(block->bn != nullptr);
 }
+
+// ConvBN::forward_add_relu (a residual block's end) trains through one fused
+// op; it must give relu(forward(x) + residual) and the same gradients bit for
+// bit, and in eval mode the three ops.
+TEST_CASE("ConvBN::forward_add_relu equals relu(forward + residual)", "[nn][convbn]") {
+    for (bool training : {true, false}) {
+        INFO((training ? "training" : "eval"));
+        manual_seed(40);
+        nn::ConvBN fused(4, 6, 3, {.padding = 1});
+        manual_seed(40);
+        nn::ConvBN plain(4, 6, 3, {.padding = 1});
+        fused.train(training);
+        plain.train(training);
+        Tensor x = random_tensor({3, 4, 9, 7}, DType::f32, 41, -2, 2);
+        Tensor r = random_tensor({3, 6, 9, 7}, DType::f32, 42, -2, 2);
+        Tensor x2 = x.clone(), r2 = r.clone();
+        for (Tensor* t : {&x, &r, &x2, &r2}) t->set_requires_grad(true);
+        const Tensor g = random_tensor({3, 6, 9, 7}, DType::f32, 43, -1, 1);
+        const Tensor y = fused.forward_add_relu(x, r);
+        const Tensor want = relu(add(plain.forward(x2), r2));
+        CHECK(values(y) == values(want));
+        sum(mul(y, g)).backward();
+        sum(mul(want, g)).backward();
+        CHECK(values(x.grad()) == values(x2.grad()));
+        CHECK(values(r.grad()) == values(r2.grad()));
+        CHECK(values(fused.conv->weight.grad()) == values(plain.conv->weight.grad()));
+        CHECK(values(fused.bn->weight.grad()) == values(plain.bn->weight.grad()));
+        CHECK(values(fused.bn->bias.grad()) == values(plain.bn->bias.grad()));
+        CHECK(values(fused.bn->running_mean) == values(plain.bn->running_mean));
+        CHECK(values(fused.bn->running_var) == values(plain.bn->running_var));
+        CHECK(fused.bn->num_batches_tracked.item() == plain.bn->num_batches_tracked.item());
+    }
+    nn::ConvBNReLU with_relu(2, 2, 1);
+    REQUIRE_THROWS_WITH_MSG(with_relu.forward_add_relu(ones({1, 2, 3, 3}), ones({1, 2, 3, 3})),
+                            "ConvBNReLU::forward_add_relu: the block already ends in a ReLU");
+}
