@@ -322,6 +322,29 @@ bool same_bits(const Tensor& a, const Tensor& b) {
                        size_t(a.numel()) * size_t(dtype_size(a.dtype()))) == 0;
 }
 
+// Inputs of a fused batch norm case: x, a second tensor of x's shape (the
+// upstream gradient or the residual) in [lo, hi], weight and bias when
+// affine, and running statistics in two equal copies (the fused op's and the
+// reference's). Draws its seeds from `seed`.
+struct FusedCase {
+    Tensor x, other, w, b, rm, rv, rm2, rv2;
+};
+FusedCase fused_case(const Shape& shape, DType dt, bool affine, uint64_t& seed, double lo,
+                     double hi) {
+    const int64_t C = shape[1];
+    FusedCase f;
+    f.x = random_tensor(shape, dt, seed++, -3, 5);
+    f.other = random_tensor(shape, dt, seed++, lo, hi);
+    f.w = affine ? random_tensor({C}, DType::f64, seed++, -2, 2) : Tensor();
+    f.b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
+    f.rm = random_tensor({C}, DType::f32, seed, -1, 1);
+    f.rv = random_tensor({C}, DType::f32, seed + 1, 0.5, 2);
+    f.rm2 = f.rm.clone();
+    f.rv2 = f.rv.clone();
+    seed += 2;
+    return f;
+}
+
 }  // namespace
 
 // Note [Fused batch norm + ReLU] (kernels/norm.h): the fused op is the same
@@ -335,16 +358,10 @@ TEST_CASE("batch_norm_relu equals batch_norm then relu bit for bit", "[norm][bat
     for (const Shape& shape : shapes)
         for (DType dt : kFloats)
             for (int affine = 0; affine < 2; ++affine) {
-                const int64_t C = shape[1];
                 INFO(dtype_name(dt) << " " << shape_str(shape) << (affine ? " affine" : ""));
-                const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
-                const Tensor g = random_tensor(shape, dt, seed++, -1, 1);
-                const Tensor w = affine ? random_tensor({C}, DType::f64, seed++, -2, 2) : Tensor();
-                const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
-                Tensor rm = random_tensor({C}, DType::f32, seed, -1, 1),
-                       rv = random_tensor({C}, DType::f32, seed + 1, 0.5, 2);
-                Tensor rm2 = rm.clone(), rv2 = rv.clone();
-                seed += 2;
+                FusedCase c = fused_case(shape, dt, affine, seed, -1, 1);
+                const Tensor &x = c.x, &g = c.other, &w = c.w, &b = c.b;
+                Tensor &rm = c.rm, &rv = c.rv, &rm2 = c.rm2, &rv2 = c.rv2;
                 const auto ref = k::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
                 const Tensor want_y = k::relu(ref.output);
                 const auto f =
@@ -386,16 +403,10 @@ TEST_CASE("batch_norm_add_relu equals batch_norm, add, relu bit for bit", "[norm
     for (const Shape& shape : shapes)
         for (DType dt : kFloats)
             for (int affine = 0; affine < 2; ++affine) {
-                const int64_t C = shape[1];
                 INFO(dtype_name(dt) << " " << shape_str(shape) << (affine ? " affine" : ""));
-                const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
-                const Tensor r = random_tensor(shape, dt, seed++, -2, 2);
-                const Tensor w = affine ? random_tensor({C}, DType::f64, seed++, -2, 2) : Tensor();
-                const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
-                Tensor rm = random_tensor({C}, DType::f32, seed, -1, 1),
-                       rv = random_tensor({C}, DType::f32, seed + 1, 0.5, 2);
-                Tensor rm2 = rm.clone(), rv2 = rv.clone();
-                seed += 2;
+                FusedCase c = fused_case(shape, dt, affine, seed, -2, 2);
+                const Tensor &x = c.x, &r = c.other, &w = c.w, &b = c.b;
+                Tensor &rm = c.rm, &rv = c.rv, &rm2 = c.rm2, &rv2 = c.rv2;
                 const auto ref = k::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
                 const Tensor want = k::relu(k::add(ref.output, r));
                 const auto f = k::batch_norm_add_relu_forward(non_contiguous(x), non_contiguous(r),
