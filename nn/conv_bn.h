@@ -20,9 +20,10 @@ class ConvBN : public Module {
            BatchNormOptions bn = {}, bool relu = false);
     Tensor forward(const Tensor& x) override;
     /// relu(forward(x) + residual), a residual block's end, for a ConvBN
-    /// without its own ReLU: when training, one fused batch norm + add + ReLU
-    /// op (ember::batch_norm_add_relu) instead of three. residual has the
-    /// output's shape.
+    /// without its own ReLU: when bn uses batch statistics (training, or no
+    /// running statistics), one fused batch norm + add + ReLU op
+    /// (ember::batch_norm_add_relu) instead of three. residual has the
+    /// output's shape (and, then, its dtype).
     Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
     std::string type_name() const override { return relu_ ? "ConvBNReLU" : "ConvBN"; }
 

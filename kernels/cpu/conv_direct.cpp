@@ -335,7 +335,7 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
     }
     // Only each plane's rows that hold input pixels, [row0, row1), are
     // computed: from row0·Wv on, in whole tiles (the padding rows would be
-    // dropped; at 7×7 they are a third of the plane). Each plane channel
+    // dropped; at 7×7 this cuts the positions computed from 96 to 64). Each plane channel
     // has `len` elements; grad_out lies in the virtual layout behind
     // `front` zeros, long enough for every read.
     std::vector<int64_t> row0(size_t(g.planes)), row1(size_t(g.planes));

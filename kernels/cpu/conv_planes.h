@@ -164,7 +164,7 @@ void to_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const T*
             std::fill(dst, dst + len, T(0));  // one fill: cheaper than many short ones
             for (int64_t u = 0; u < g.hv; ++u) {
                 const int64_t iy = u * s.sh + a - s.ph;
-                if (iy < 0 || iy >= s.h) continue;
+                if (iy < 0 || iy >= s.h || v1 == v0) continue;  // no input columns: nothing to move
                 gather_strided(in + (c * s.h + iy) * s.w + (v0 * s.sw + b - s.pw), s.sw, v1 - v0,
                                dst + u * g.wv + v0);
             }
@@ -188,7 +188,7 @@ void from_planes(const Conv2dShape& s, const Planes& g, int64_t channels, const 
             const T* src = planes + p * pstride + c * cstride;
             for (int64_t u = 0; u < g.hv; ++u) {
                 const int64_t iy = u * s.sh + a - s.ph;
-                if (iy < 0 || iy >= s.h) continue;
+                if (iy < 0 || iy >= s.h || v1 == v0) continue;  // no input columns: nothing to move
                 T* row = out + c * hw + iy * s.w + (v0 * s.sw + b - s.pw);
                 if (read)
                     scatter_strided(src + u * g.wv + v0, s.sw, v1 - v0, row);

@@ -142,6 +142,7 @@ const Case kCases[] = {
     {2, 4, 11, 13, 1, 2, 2, 2, 2, 0, 0, 1, 1},   // even kernel, no padding
     {20, 6, 14, 14, 1, 3, 3, 1, 1, 1, 1, 1, 1},  // a longer batch for grad_weight's sums
     {1, 2, 5, 75, 1, 3, 3, 2, 2, 1, 1, 1, 1},    // stride 2, rows wide enough for 16-blocks
+    {1, 2, 3, 1, 1, 5, 5, 1, 5, 2, 2, 1, 1},     // one column, stride 5: planes with no input
 };
 
 template <class T>
