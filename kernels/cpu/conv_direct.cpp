@@ -464,16 +464,24 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
                 }
         }
     });
-    // grad_weight[o][c][t] = Σ_chunk partials[chunk][t][c][o], in chunk order.
-    for_items(s.o, team_size(s.o, chunks * size), [&](int64_t o, int) {
-        for (int64_t c = 0; c < s.c; ++c)
-            for (int64_t t = 0; t < g.taps; ++t) {
-                float sum = 0;
-                for (int64_t k = 0; k < chunks; ++k)
-                    sum += partials[size_t(k * size + (t * s.c + c) * s.o + o)];
-                grad_weight[(o * s.c + c) * g.taps + t] = sum;
-            }
+    // grad_weight[o][c][t] = Σ_chunk partials[chunk][t][c][o], in chunk order:
+    // summed in the partials' own layout (each chunk's run read in order,
+    // vectorized), blocks of elements split over the threads, then reordered.
+    constexpr int64_t kBlock = 1024;
+    const int64_t blocks = (size + kBlock - 1) / kBlock;
+    std::vector<float> total(size_t(size), 0.0f);
+    for_items(blocks, team_size(blocks, chunks * size), [&](int64_t b, int) {
+        float* dst = total.data() + b * kBlock;
+        const int64_t n = std::min(kBlock, size - b * kBlock);
+        for (int64_t k = 0; k < chunks; ++k) {
+            const float* src = partials.data() + k * size + b * kBlock;
+            for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
+        }
     });
+    for (int64_t o = 0; o < s.o; ++o)
+        for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t t = 0; t < g.taps; ++t)
+                grad_weight[(o * s.c + c) * g.taps + t] = total[size_t((t * s.c + c) * s.o + o)];
 }
 
 }  // namespace ember::kernels::cpu::direct
