@@ -58,18 +58,60 @@ inline void inside_columns(const Conv2dShape& s, const Planes& g, int64_t b, int
 
 namespace strided {
 
-using vec = float __attribute__((vector_size(64)));  // 16 f32 lanes
-using ivec = int __attribute__((vector_size(64)));
-inline vec load(const float* p) {
-    vec v;
+// Vectors of 16 and 8 f32 lanes, and their shuffle masks.
+using vec16 = float __attribute__((vector_size(64)));
+using ivec16 = int __attribute__((vector_size(64)));
+using vec8 = float __attribute__((vector_size(32)));
+using ivec8 = int __attribute__((vector_size(32)));
+template <class V>
+inline V load(const float* p) {
+    V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
+template <class V>
+inline void store(float* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
 
-// Blocks of 16 elements at step 2 touch 32 floats: [2v, 2v + 31], none past
-// the last element used, (count − 1)·2.
-inline bool block_fits(int64_t v, int64_t count) { return 2 * v + 31 <= 2 * (count - 1); }
+// Calls block(v) for blocks of W elements covering [0, n), the last one
+// overlapping the one before; false (nothing called) when n < W.
+template <int64_t W, class F>
+bool cover(int64_t n, F&& block) {
+    if (n < W) return false;
+    for (int64_t v = 0; v + W <= n; v += W) block(v);
+    if (n % W) block(n - W);
+    return true;
+}
+
+// dst[v + i] = src[2(v + i)] for i < W: reads src[2v, 2v + 2W).
+inline void gather16(const float* src, float* dst, int64_t v) {
+    store(dst + v,
+          __builtin_shuffle(load<vec16>(src + 2 * v), load<vec16>(src + 2 * v + 16),
+                            ivec16{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}));
+}
+inline void gather8(const float* src, float* dst, int64_t v) {
+    store(dst + v, __builtin_shuffle(load<vec8>(src + 2 * v), load<vec8>(src + 2 * v + 8),
+                                     ivec8{0, 2, 4, 6, 8, 10, 12, 14}));
+}
+
+// out[2(v + i)] = src[v + i] for i < W, blended into out[2v, 2v + 2W) (the
+// odd ones read and written back unchanged).
+inline void scatter16(const float* src, float* out, int64_t v) {
+    const vec16 x = load<vec16>(src + v);
+    float* o = out + 2 * v;
+    store(o, __builtin_shuffle(load<vec16>(o), x,
+                               ivec16{16, 1, 17, 3, 18, 5, 19, 7, 20, 9, 21, 11, 22, 13, 23, 15}));
+    store(o + 16,
+          __builtin_shuffle(load<vec16>(o + 16), x,
+                            ivec16{24, 1, 25, 3, 26, 5, 27, 7, 28, 9, 29, 11, 30, 13, 31, 15}));
+}
+inline void scatter8(const float* src, float* out, int64_t v) {
+    const vec8 x = load<vec8>(src + v);
+    float* o = out + 2 * v;
+    store(o, __builtin_shuffle(load<vec8>(o), x, ivec8{8, 1, 9, 3, 10, 5, 11, 7}));
+    store(o + 8, __builtin_shuffle(load<vec8>(o + 8), x, ivec8{12, 1, 13, 3, 14, 5, 15, 7}));
+}
 
 }  // namespace strided
 
@@ -102,7 +144,10 @@ void copy_row(const T* src, int64_t n, T* dst) {
 }
 
 /// dst[v] = src[v·step] for v < count: a copy for step 1; for f32 at step 2
-/// 16 at a time (32 floats read, the even ones kept).
+/// blocks of 16 (or 8) from twice as many floats, the even ones kept, the
+/// last block overlapping the one before. A block's reads end at an odd
+/// offset, so the blocks cover the first count − 1 elements (no read past
+/// the last element used) and the last one is moved alone.
 template <class T>
 void gather_strided(const T* src, int64_t step, int64_t count, T* dst) {
     if (step == 1) {
@@ -112,18 +157,17 @@ void gather_strided(const T* src, int64_t step, int64_t count, T* dst) {
     int64_t v = 0;
     if constexpr (std::is_same_v<T, float>) {
         using namespace strided;
-        if (step == 2)
-            for (; block_fits(v, count); v += 16)
-                store(dst + v, __builtin_shuffle(load(src + 2 * v), load(src + 2 * v + 16),
-                                                 ivec{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
-                                                      26, 28, 30}));
+        if (step == 2 && (cover<16>(count - 1, [&](int64_t b) { gather16(src, dst, b); }) ||
+                          cover<8>(count - 1, [&](int64_t b) { gather8(src, dst, b); })))
+            v = count - 1;
     }
     for (; v < count; ++v) dst[v] = src[v * step];
 }
 
 /// out[v·step] = src[v] for v < count: a copy for step 1; for f32 at step 2
-/// 16 at a time, blended into the 32 floats they lie among (the odd ones
-/// are read and written back unchanged).
+/// blocks of 16 (or 8) blended into the twice as many floats they lie among
+/// (the odd ones read and written back unchanged), covering the first
+/// count − 1 elements as gather_strided does; the last one alone.
 template <class T>
 void scatter_strided(const T* src, int64_t step, int64_t count, T* out) {
     if (step == 1) {
@@ -133,17 +177,9 @@ void scatter_strided(const T* src, int64_t step, int64_t count, T* out) {
     int64_t v = 0;
     if constexpr (std::is_same_v<T, float>) {
         using namespace strided;
-        if (step == 2)
-            for (; block_fits(v, count); v += 16) {
-                const vec x = load(src + v);
-                float* o = out + 2 * v;
-                store(o, __builtin_shuffle(
-                             load(o), x,
-                             ivec{16, 1, 17, 3, 18, 5, 19, 7, 20, 9, 21, 11, 22, 13, 23, 15}));
-                store(o + 16, __builtin_shuffle(
-                                  load(o + 16), x,
-                                  ivec{24, 1, 25, 3, 26, 5, 27, 7, 28, 9, 29, 11, 30, 13, 31, 15}));
-            }
+        if (step == 2 && (cover<16>(count - 1, [&](int64_t b) { scatter16(src, out, b); }) ||
+                          cover<8>(count - 1, [&](int64_t b) { scatter8(src, out, b); })))
+            v = count - 1;
     }
     for (; v < count; ++v) out[v * step] = src[v];
 }
