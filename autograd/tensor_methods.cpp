@@ -42,6 +42,11 @@ Tensor Tensor::contiguous() const {
     return clone();
 }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+    if (is_contiguous(format)) return *this;
+    return record_identity("contiguous", *this, kernels::contiguous(*this, format));
+}
+
 Tensor Tensor::clone() const {
     Tensor out = empty(shape(), kernels::like(*this));
     kernels::copy(out, *this);
@@ -84,8 +89,8 @@ bool Tensor::requires_grad() const {
 const Tensor& Tensor::set_requires_grad(bool on) const {
     const auto& meta = impl().autograd;
     if (meta && meta->grad_fn) {
-        EMBER_CHECK(on, "set_requires_grad(false) on a tensor computed by '",
-                    meta->grad_fn->name, "' (not a leaf); use detach()");
+        EMBER_CHECK(on, "set_requires_grad(false) on a tensor computed by '", meta->grad_fn->name,
+                    "' (not a leaf); use detach()");
         return *this;
     }
     EMBER_CHECK(!on || is_floating(dtype()),
@@ -107,8 +112,7 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& grad) const {
     if (grad.defined())
-        EMBER_CHECK(grad.shape() == shape() && grad.dtype() == dtype() &&
-                        grad.device() == device(),
+        EMBER_CHECK(grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device(),
                     "set_grad: gradient ", kernels::describe(grad), " does not match tensor ",
                     kernels::describe(*this));
     meta_of(*this).grad = grad;

@@ -1,6 +1,7 @@
 // conv family: conv2d forward on ResNet-like f32 shapes; conv2d_backward's
 // input and weight gradients on the 3×3 64→64 and the depthwise one; and
-// every pass of resnet8's 3×3 convolutions at its training batch (128).
+// every pass of resnet8's convolutions at its training batch (128), its
+// forwards also on channels-last inputs.
 // FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
 // grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
 // run (the GEMM the convolution reduces to), and for the depthwise conv,
@@ -154,8 +155,10 @@ void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Repor
 }
 
 // Rows for conv2d's forward: the front (a fresh output) and the CPU kernel
-// writing into a reused buffer.
-void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep) {
+// writing into a reused buffer; with channels_last, also the front on a
+// channels-last input (its result channels-last too).
+void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep,
+                 bool channels_last = false) {
     const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c / s.groups, s.k, s.k});
     const Tensor bias = rand({s.o});
     auto run = [&] {
@@ -187,13 +190,23 @@ void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report
     };
     kernel();
     validate(y, x, w, bias, s);
-    const std::vector<double> t = interleaved_median_ms({[&] { (void)run(); }, kernel}, o);
+    const Tensor xl = x.contiguous(MemoryFormat::channels_last);
+    auto run_last = [&] {
+        return kernels::conv2d(xl, w, bias, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1}, s.groups);
+    };
+    if (channels_last) validate(run_last().contiguous(), x, w, bias, s);
+    std::vector<std::function<void()>> timed = {[&] { (void)run(); }, kernel};
+    if (channels_last) timed.push_back([&] { (void)run_last(); });
+    const std::vector<double> t = interleaved_median_ms(timed, o);
     const double ms = t[0], kms = t[1];
     const double floats = double(s.n * s.c * s.h * s.w + s.n * s.o * oh * ow);
     rep.add(conv_row(std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, flop,
                      floats, s, lim));
     rep.add(conv_row("  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, flop, floats,
                      s, lim));
+    if (channels_last)
+        rep.add(conv_row("  channels_last in and out", shape_str({s.n, s.c, s.h, s.w}), t[2], flop,
+                         floats, s, lim));
 }
 
 }  // namespace
@@ -222,7 +235,7 @@ void run_conv(const Options& o, Report& rep) {
     for (const ConvShape& s : shapes) run_forward(s, lim, o, rep);
     for (const ConvShape& s : shapes)
         if (&s == &shapes[0] || depthwise(s)) run_backward(s, lim, o, rep);
-    // resnet8's 3×3 convolutions at its training batch: every pass, one row each.
+    // resnet8's convolutions at its training batch: every pass, one row each.
     const int64_t rn = o.quick ? 2 : 128;
     const ConvShape resnet8[] = {
         {"resnet8 3x3 16->16", rn, 16, 28, 28, 16, 3, 1, 1, 1},
@@ -230,9 +243,11 @@ void run_conv(const Options& o, Report& rep) {
         {"resnet8 3x3 32->32", rn, 32, 14, 14, 32, 3, 1, 1, 1},
         {"resnet8 3x3 s2 32->64", rn, 32, 14, 14, 64, 3, 2, 1, 1},
         {"resnet8 3x3 64->64", rn, 64, 7, 7, 64, 3, 1, 1, 1},
+        {"resnet8 1x1 s2 16->32", rn, 16, 28, 28, 32, 1, 2, 0, 1},
+        {"resnet8 1x1 s2 32->64", rn, 32, 14, 14, 64, 1, 2, 0, 1},
     };
     for (const ConvShape& s : resnet8) {
-        run_forward(s, lim, o, rep);
+        run_forward(s, lim, o, rep, true);
         run_backward(s, lim, o, rep);
     }
 }

@@ -83,6 +83,38 @@ bool Tensor::is_contiguous() const {
     return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat format) const {
+    if (format == MemoryFormat::contiguous) return is_contiguous();
+    if (dim() != 4) return false;
+    if (numel() == 0) return true;
+    // Dims in NHWC order, innermost first: C, W, H, N.
+    int64_t expected = 1;
+    for (int64_t d : {1, 3, 2, 0}) {
+        const int64_t sz = shape()[size_t(d)];
+        if (sz != 1 && strides()[size_t(d)] != expected) return false;
+        expected *= sz;
+    }
+    return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+    return is_contiguous(MemoryFormat::channels_last) && !is_contiguous()
+               ? MemoryFormat::channels_last
+               : MemoryFormat::contiguous;
+}
+
+const char* memory_format_name(MemoryFormat f) {
+    return f == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
+Shape format_strides(const Shape& s, MemoryFormat format) {
+    if (format == MemoryFormat::contiguous) return contiguous_strides(s);
+    EMBER_CHECK(s.size() == 4, "memory format channels_last needs a 4-d [N, C, H, W] shape, got ",
+                shape_str(s));
+    const int64_t c = s[1], h = s[2], w = s[3];
+    return {h * w * c, 1, w * c, c};
+}
+
 Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
                    DType dtype) {
     EMBER_INTERNAL_ASSERT(shape.size() == strides.size());
@@ -102,6 +134,12 @@ Tensor empty(const Shape& shape, TensorOptions o) {
                 " of ", dtype_name(o.dtype), " is too large");
     return make_tensor(make_storage(o.device, size_t(n * esz), o.pinned), shape,
                        contiguous_strides(shape), 0, o.dtype);
+}
+
+Tensor empty(const Shape& shape, TensorOptions o, MemoryFormat format) {
+    const Shape strides = format_strides(shape, format);
+    Tensor t = empty(shape, o);
+    return make_tensor(t.storage(), shape, strides, 0, o.dtype);
 }
 
 Tensor from_blob(void* data, const Shape& shape, const Shape& strides, TensorOptions o,

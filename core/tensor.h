@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/storage.h"
 
 namespace ember {
@@ -27,6 +27,16 @@ std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
 /// Row-major strides for `s` (the contiguous layout).
 Shape contiguous_strides(const Shape& s);
+
+/// How a 4-d [N, C, H, W] tensor's elements lie in memory: contiguous is
+/// row-major NCHW; channels_last is NHWC (a pixel's C channels adjacent),
+/// strides [H·W·C, 1, W·C, C], the layout the CPU's and cuDNN's fastest
+/// convolutions read (docs/linalg.md, "Channels-last"). The shape and the
+/// indexing stay [N, C, H, W] in both.
+enum class MemoryFormat { contiguous, channels_last };
+const char* memory_format_name(MemoryFormat f);
+/// The strides of `format` for shape `s` (channels_last needs 4 dims).
+Shape format_strides(const Shape& s, MemoryFormat format);
 /// Wraps a possibly negative dim into [0, ndim); `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
@@ -56,7 +66,7 @@ struct TensorImpl {
 /// A reference-counted handle; copying a Tensor aliases the same data (like
 /// torch::Tensor). A default-constructed Tensor is undefined.
 class Tensor {
-public:
+  public:
     Tensor() = default;
     explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
@@ -84,6 +94,13 @@ public:
     }
     /// Row-major with no gaps (size-1 dims may have any stride).
     bool is_contiguous() const;
+    /// Laid out densely in `format` (size-1 dims may have any stride); for
+    /// channels_last, false unless 4-d.
+    bool is_contiguous(MemoryFormat format) const;
+    /// channels_last when this is a 4-d tensor laid out NHWC and not also
+    /// NCHW (one channel, or one pixel, is both); contiguous otherwise. The
+    /// format an op's result takes from its input.
+    MemoryFormat suggest_memory_format() const;
     /// True when both handles refer to the same TensorImpl.
     bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
     TensorImpl* unsafe_impl() const { return impl_.get(); }
@@ -117,6 +134,9 @@ public:
     // ---- Computing methods (defined in autograd/tensor_methods.cpp) ----
     /// This tensor if contiguous, else a contiguous copy.
     Tensor contiguous() const;
+    /// This tensor if laid out densely in `format`, else a copy that is
+    /// (channels_last needs 4 dims). Differentiable; values are unchanged.
+    Tensor contiguous(MemoryFormat format) const;
     /// A contiguous copy with its own storage.
     Tensor clone() const;
     /// Converts the element type (returns *this when already `dtype`).
@@ -173,7 +193,7 @@ public:
     template <class T>
     std::vector<T> to_vector() const;
 
-private:
+  private:
     TensorImpl& impl() const {
         EMBER_CHECK(impl_ != nullptr, "operation on an undefined tensor");
         return *impl_;
@@ -213,6 +233,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// An uninitialized tensor.
 Tensor empty(const Shape& shape, TensorOptions options = {});
+/// An uninitialized tensor laid out in `format` (channels_last needs 4 dims).
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format);
 /// A tensor over existing storage (no copy).
 Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
                    DType dtype);

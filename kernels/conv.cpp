@@ -1,7 +1,9 @@
 // Fronts for conv2d and conv2d_backward: argument checks naming shapes,
 // dtypes and devices, the output size, f16/bf16 through f32 on the CPU (cuDNN
 // takes them as they are), contiguous operands for the kernels, and one call
-// through the dispatch.
+// through the dispatch. conv2d's result takes its input's memory format
+// (channels-last inputs: the CPU's channels-last kernel where it fits);
+// conv2d_backward computes in NCHW and returns contiguous gradients.
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
@@ -29,7 +31,7 @@ Tensor dense(const Tensor& t, DType ct) {
 // Checks the window and sizes of a conv2d (as `op`) of a 4-d input and
 // 4-d weight and returns its sizes, the output's included.
 Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 stride, Int2 padding,
-                              Int2 dilation, int64_t groups, const char* op) {
+                         Int2 dilation, int64_t groups, const char* op) {
     EMBER_CHECK(stride[0] >= 1 && stride[1] >= 1 && padding[0] >= 0 && padding[1] >= 0 &&
                     dilation[0] >= 1 && dilation[1] >= 1 && groups >= 1,
                 op,
@@ -62,21 +64,21 @@ Conv2dShape conv2d_shape(const Tensor& input, const Tensor& weight, Int2 stride,
                 describe(input), " is smaller than the dilated kernel ", eh, "x", ew, " of weight ",
                 describe(weight));
     return Conv2dShape{n,
-                            c,
-                            h,
-                            w,
-                            o,
-                            kh,
-                            kw,
-                            stride[0],
-                            stride[1],
-                            padding[0],
-                            padding[1],
-                            dilation[0],
-                            dilation[1],
-                            groups,
-                            (ph - eh) / stride[0] + 1,
-                            (pw - ew) / stride[1] + 1};
+                       c,
+                       h,
+                       w,
+                       o,
+                       kh,
+                       kw,
+                       stride[0],
+                       stride[1],
+                       padding[0],
+                       padding[1],
+                       dilation[0],
+                       dilation[1],
+                       groups,
+                       (ph - eh) / stride[0] + 1,
+                       (pw - ew) / stride[1] + 1};
 }
 
 }  // namespace
@@ -106,17 +108,33 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
     const int64_t n = s.n, o = s.o;
     const DType dt = input.dtype();
     const DType ct = compute_dtype(dt, input.device());
-    Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct));
+    // The result takes the input's memory format. A channels-last input is
+    // read as it lies where the backend has a channels-last kernel;
+    // elsewhere the conv runs in NCHW and its result is converted.
+    const MemoryFormat format = input.suggest_memory_format();
+    const bool native = format == MemoryFormat::channels_last && input.device().is_cpu() &&
+                        ct == dt && cpu::conv2d_channels_last_fits(s, ct);
+    const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
+    Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct), computed);
     if (out.numel() > 0) {
-        const Tensor x = dense(input, ct), wt = dense(weight, ct), b = dense(bias, ct);
+        const Tensor x = native ? contiguous(input, computed) : dense(input, ct);
+        const Tensor wt = dense(weight, ct), b = dense(bias, ct);
         const void* bp = b.defined() ? b.data_ptr() : nullptr;
-        dispatch({"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
-                 [&] { cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr()); },
-                 [&](auto stream) {
-                     cuda::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr(), stream);
-                 });
+        dispatch(
+            {"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
+            [&] {
+                if (native)
+                    cpu::conv2d_channels_last(s, ct, x.data_ptr(), wt.data_ptr(), bp,
+                                              out.data_ptr());
+                else
+                    cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr());
+            },
+            [&](auto stream) {
+                cuda::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr(), stream);
+            });
     }
-    return ct == dt ? out : cast(out, dt);
+    if (ct != dt) out = cast(out, dt);
+    return contiguous(out, format);
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -156,16 +174,19 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         const Tensor y = dense(dy, ct), xin = need[1] ? dense(x, ct) : Tensor(),
                      w = need[0] ? dense(weight, ct) : Tensor();
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-        dispatch({op, x.device(), {&g.input, &g.weight, &g.bias, &y, &xin, &w},
-                  double(int(need[0]) + int(need[1])) * s.flops()},
-                 [&] {
-                     cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
-                                          ptr(g.weight), ptr(g.bias));
-                 },
-                 [&](auto stream) {
-                     cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
-                                           ptr(g.weight), ptr(g.bias), stream);
-                 });
+        dispatch(
+            {op,
+             x.device(),
+             {&g.input, &g.weight, &g.bias, &y, &xin, &w},
+             double(int(need[0]) + int(need[1])) * s.flops()},
+            [&] {
+                cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                     ptr(g.weight), ptr(g.bias));
+            },
+            [&](auto stream) {
+                cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                      ptr(g.weight), ptr(g.bias), stream);
+            });
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);

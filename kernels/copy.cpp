@@ -13,8 +13,9 @@ namespace {
 void copy_same_device(const Tensor& dst, const Tensor& src) {
     const View d = view_of(dst, "copy");
     const View s = broadcast_view(src, dst.shape(), "copy");
-    dispatch({"copy", dst.device(), {&dst, &src}}, [&] { cpu::copy(d, s); },
-             [&](auto stream) { cuda::copy(d, s, stream); });
+    dispatch(
+        {"copy", dst.device(), {&dst, &src}}, [&] { cpu::copy(d, s); },
+        [&](auto stream) { cuda::copy(d, s, stream); });
 }
 
 // Across devices (one side is CUDA): a dense source of dst's dtype and shape
@@ -45,9 +46,8 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
 
 void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
     EMBER_CHECK(dst.defined() && src.defined(), "copy: undefined tensor");
-    EMBER_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(),
-                "copy: source ", describe(src), " cannot be broadcast to destination ",
-                describe(dst));
+    EMBER_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(), "copy: source ",
+                describe(src), " cannot be broadcast to destination ", describe(dst));
     if (dst.numel() == 0) return;
     for (int64_t d = 0; d < dst.dim(); ++d)
         EMBER_CHECK(dst.stride(d) != 0 || dst.size(d) == 1, "copy: destination ", describe(dst),
@@ -63,8 +63,9 @@ void fill(const Tensor& dst, double value) {
     EMBER_CHECK(dst.defined(), "fill: undefined tensor");
     if (dst.numel() == 0) return;
     const View d = view_of(dst, "fill");
-    dispatch({"fill", dst.device(), {&dst}}, [&] { cpu::fill(d, value); },
-             [&](auto stream) { cuda::fill(d, value, stream); });
+    dispatch(
+        {"fill", dst.device(), {&dst}}, [&] { cpu::fill(d, value); },
+        [&](auto stream) { cuda::fill(d, value, stream); });
     dst.storage()->bump_version();
 }
 
@@ -77,6 +78,13 @@ Tensor cast(const Tensor& src, DType dtype) {
 Tensor clone(const Tensor& src) { return cast(src, src.dtype()); }
 
 Tensor contiguous(const Tensor& src) { return src.is_contiguous() ? src : clone(src); }
+
+Tensor contiguous(const Tensor& src, MemoryFormat format) {
+    if (src.is_contiguous(format)) return src;
+    Tensor out = empty(src.shape(), like(src), format);
+    copy(out, src);
+    return out;
+}
 
 Tensor reshape(const Tensor& src, const Shape& shape) {
     if (auto v = views::try_view(src, shape)) return *v;

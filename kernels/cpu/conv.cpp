@@ -17,6 +17,7 @@
 //          made them a GEMV per tile, at 6–10 % of the GEMM rate); small
 //          channel counts (f32) take the direct kernel: kernels/cpu/conv_direct.cpp,
 //          where direct::fits says so.
+// Channels-last inputs take kernels/cpu/conv_nhwc.cpp (conv2d_channels_last).
 // Backward: kernels/cpu/conv_backward.cpp; im2col: kernels/cpu/im2col.h.
 // Test: tests/kernels/test_conv.cpp; benchmark: bench/conv.cpp ("conv" family).
 #include "kernels/cpu/conv.h"
@@ -29,6 +30,7 @@
 #include "core/error.h"
 #include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu/conv_nhwc.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
@@ -94,9 +96,9 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
     switch (dtype) {
         case DType::f32:
             if (depthwise::fits(s))
-                return depthwise::forward(s, static_cast<const float*>(input),
-                                          static_cast<const float*>(weight),
-                                          static_cast<const float*>(bias), static_cast<float*>(out));
+                return depthwise::forward(
+                    s, static_cast<const float*>(input), static_cast<const float*>(weight),
+                    static_cast<const float*>(bias), static_cast<float*>(out));
             if (direct::fits(s, direct::Pass::forward))
                 return direct::forward(s, static_cast<const float*>(input),
                                        static_cast<const float*>(weight),
@@ -105,16 +107,26 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
                        static_cast<const float*>(bias), static_cast<float*>(out));
         case DType::f64:
             if (depthwise::fits(s))
-                return depthwise::forward(s, static_cast<const double*>(input),
-                                          static_cast<const double*>(weight),
-                                          static_cast<const double*>(bias),
-                                          static_cast<double*>(out));
+                return depthwise::forward(
+                    s, static_cast<const double*>(input), static_cast<const double*>(weight),
+                    static_cast<const double*>(bias), static_cast<double*>(out));
             return run(s, static_cast<const double*>(input), static_cast<const double*>(weight),
                        static_cast<const double*>(bias), static_cast<double*>(out));
         default:
             break;
     }
     EMBER_FAIL("internal error: cpu::conv2d got dtype ", dtype_name(dtype));
+}
+
+bool conv2d_channels_last_fits(const Conv2dShape& s, DType dtype) {
+    return dtype == DType::f32 && nhwc::fits(s);
+}
+
+void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                          const void* bias, void* out) {
+    EMBER_INTERNAL_ASSERT(conv2d_channels_last_fits(s, dtype));
+    nhwc::forward(s, static_cast<const float*>(input), static_cast<const float*>(weight),
+                  static_cast<const float*>(bias), static_cast<float*>(out));
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,6 +1,7 @@
 // CPU conv2d forward and backward (declarations); the kernels are in
 // kernels/cpu/conv.cpp and kernels/cpu/conv_backward.cpp.
-// Raw contiguous NCHW buffers and a size struct, no Tensor.
+// Raw contiguous NCHW buffers (channels-last where named) and a size struct,
+// no Tensor.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,15 @@ namespace ember::kernels::cpu {
 /// or f64); bias [o] may be null. Overwrites every element of out.
 void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
             const void* bias, void* out);
+
+/// Whether conv2d_channels_last takes this conv of `dtype` (where it does
+/// not, the front computes in NCHW and converts).
+bool conv2d_channels_last_fits(const Conv2dShape& s, DType dtype);
+/// conv2d on channels-last buffers: input [n, h, w, c], out [n, oh, ow, o];
+/// weight [o, c, kh, kw] and bias [o] (may be null) as for conv2d.
+/// Overwrites every element of out. Only where conv2d_channels_last_fits.
+void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                          const void* bias, void* out);
 
 /// The gradients of conv2d given grad_out [n, o, oh, ow], on contiguous
 /// buffers of `dtype` (f32 or f64): grad_input [n, c, h, w], grad_weight

@@ -6,8 +6,11 @@ using namespace ember;
 using namespace ember::test;
 
 namespace {
-// A tensor whose element at flat index i holds i (f64), so a view's values tell where they came from.
-Tensor iota(const Shape& s) { return arange(0, double(shape_numel(s)), 1, {DType::f64}).reshape(s); }
+// A tensor whose element at flat index i holds i (f64), so a view's values tell where they came
+// from.
+Tensor iota(const Shape& s) {
+    return arange(0, double(shape_numel(s)), 1, {DType::f64}).reshape(s);
+}
 }  // namespace
 
 TEST_CASE("permute and transpose index like the reference", "[views]") {
@@ -49,7 +52,8 @@ TEST_CASE("view, reshape and flatten", "[views]") {
     CHECK(s.at({1, 1, 0, 2}) == t.at({1, 2, 2}));
     CHECK(x.flatten(1).shape() == Shape{2, 12});
     CHECK(x.flatten().shape() == Shape{24});
-    REQUIRE_THROWS_WITH_MSG(x.view({5, -1}), "shape [5, -1] is invalid for input of shape [2, 3, 4]");
+    REQUIRE_THROWS_WITH_MSG(x.view({5, -1}),
+                            "shape [5, -1] is invalid for input of shape [2, 3, 4]");
     REQUIRE_THROWS_WITH_MSG(x.view({-1, -1}), "only one dimension can be -1");
     REQUIRE_THROWS_WITH_MSG(x.reshape({7}), "invalid for input");
 }
@@ -190,4 +194,48 @@ TEST_CASE("views of empty tensors with huge dims do no arithmetic on their strid
     REQUIRE_THROWS_WITH_MSG(z.flatten(0, 1),
                             "flatten: dims 0 to 1 of shape [140737488355328, 140737488355328, 0] "
                             "hold more elements than int64 counts");
+}
+
+TEST_CASE("channels-last memory format", "[tensor][format]") {
+    const Tensor x = arange(0, 2 * 3 * 4 * 5).view({2, 3, 4, 5});
+    CHECK(x.is_contiguous(MemoryFormat::contiguous));
+    CHECK_FALSE(x.is_contiguous(MemoryFormat::channels_last));
+    CHECK(x.suggest_memory_format() == MemoryFormat::contiguous);
+
+    const Tensor cl = x.contiguous(MemoryFormat::channels_last);
+    CHECK(cl.strides() == Shape{60, 1, 15, 3});
+    CHECK(cl.strides() == format_strides(x.shape(), MemoryFormat::channels_last));
+    CHECK(cl.is_contiguous(MemoryFormat::channels_last));
+    CHECK_FALSE(cl.is_contiguous());
+    CHECK(cl.suggest_memory_format() == MemoryFormat::channels_last);
+    CHECK(cl.to_vector<float>() == x.to_vector<float>());           // same values, other layout
+    CHECK(cl.contiguous(MemoryFormat::channels_last).is_same(cl));  // already so: no copy
+    CHECK(cl.contiguous().to_vector<float>() == x.to_vector<float>());
+    // The same layout reached by views: NHWC data seen as NCHW.
+    const Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+    CHECK(nhwc.is_contiguous(MemoryFormat::channels_last));
+
+    // One channel (or one pixel) is both layouts: suggest says contiguous.
+    const Tensor one = zeros({2, 1, 4, 5}).contiguous(MemoryFormat::channels_last);
+    CHECK(one.is_contiguous(MemoryFormat::channels_last));
+    CHECK(one.is_contiguous());
+    CHECK(one.suggest_memory_format() == MemoryFormat::contiguous);
+
+    const Tensor e = empty({2, 3, 4, 5}, {}, MemoryFormat::channels_last);
+    CHECK(e.is_contiguous(MemoryFormat::channels_last));
+    CHECK(empty({0, 3, 4, 5}, {}, MemoryFormat::channels_last)
+              .is_contiguous(MemoryFormat::channels_last));
+
+    // Only 4-d tensors have a channels-last layout.
+    CHECK_FALSE(zeros({3, 4, 5}).is_contiguous(MemoryFormat::channels_last));
+    REQUIRE_THROWS_WITH_MSG(zeros({3, 4, 5}).contiguous(MemoryFormat::channels_last), "4-d");
+    REQUIRE_THROWS_WITH_MSG(empty({3, 4}, {}, MemoryFormat::channels_last), "4-d");
+    CHECK(std::string(memory_format_name(MemoryFormat::channels_last)) == "channels_last");
+}
+
+TEST_CASE("contiguous(format) passes gradients through", "[tensor][format][autograd]") {
+    const Tensor x = randn({2, 3, 2, 2}).set_requires_grad();
+    const Tensor w = randn({2, 3, 2, 2});
+    sum(mul(x.contiguous(MemoryFormat::channels_last), w)).backward();
+    CHECK(x.grad().to_vector<float>() == w.to_vector<float>());
 }

@@ -1,0 +1,196 @@
+// Channels-last convolution: the NHWC forward kernel (kernels/cpu/conv_nhwc.cpp)
+// against naive f64 loops written from the definition — vectors of 1 to 4
+// output-channel blocks, strides, paddings (none, narrow, wide), dilations,
+// non-square kernels, rows cut into several tiles and rows of one pixel;
+// every output overwritten; bit-identical for 1, 2 and 3 threads; its rule;
+// and the conv2d front on channels-last inputs (the result keeps the format,
+// the kernel's values where it fits, the NCHW path's where it does not, and
+// gradients through autograd equal the NCHW input's).
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "kernels/conv.h"
+#include "kernels/cpu/conv_nhwc.h"
+#include "support.h"
+
+using namespace ember;
+using namespace ember::kernels;
+
+namespace {
+
+struct Case {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+Conv2dShape shape_of(const Case& k) {
+    Conv2dShape s{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, 1, 0, 0};
+    s.oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+    s.ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    return s;
+}
+
+std::string describe(const Case& k) {
+    std::ostringstream os;
+    os << "n" << k.n << " c" << k.c << " " << k.h << "x" << k.w << " o" << k.o << " k" << k.kh
+       << "x" << k.kw << " stride " << k.sh << "," << k.sw << " pad " << k.ph << "," << k.pw
+       << " dil " << k.dh << "," << k.dw;
+    return os.str();
+}
+
+std::vector<float> random_floats(int64_t count, uint64_t seed) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = dist(gen);
+    return v;
+}
+
+// The kernel on `threads` threads into a NaN-poisoned [N, OH, OW, O] buffer.
+std::vector<float> run_nhwc(const Conv2dShape& s, const std::vector<float>& x,
+                            const std::vector<float>& w, const float* bias, int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> out(size_t(s.n * s.oh * s.ow * s.o),
+                           std::numeric_limits<float>::quiet_NaN());
+    cpu::nhwc::forward(s, x.data(), w.data(), bias, out.data());
+    omp_set_num_threads(saved);
+    return out;
+}
+
+// Checks out [N, OH, OW, O] against the definition on x [N, H, W, C] in f64,
+// to a tolerance scaled by the terms' magnitudes.
+void check_reference(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                     const float* bias, const std::vector<float>& out) {
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            for (int64_t ox = 0; ox < s.ow; ++ox)
+                for (int64_t o = 0; o < s.o; ++o) {
+                    double want = bias ? bias[o] : 0.0, mag = std::abs(want);
+                    for (int64_t i = 0; i < s.kh; ++i)
+                        for (int64_t j = 0; j < s.kw; ++j) {
+                            const int64_t iy = oy * s.sh - s.ph + i * s.dh,
+                                          ix = ox * s.sw - s.pw + j * s.dw;
+                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                            for (int64_t c = 0; c < s.c; ++c) {
+                                const double t =
+                                    double(x[size_t(((n * s.h + iy) * s.w + ix) * s.c + c)]) *
+                                    w[size_t(((o * s.c + c) * s.kh + i) * s.kw + j)];
+                                want += t;
+                                mag += std::abs(t);
+                            }
+                        }
+                    const float got = out[size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o)];
+                    const double err = std::abs(double(got) - want);
+                    if (!(err <= 3e-6 * mag + 1e-30)) {
+                        INFO("output (" << n << ", " << oy << ", " << ox << ", " << o << "): got "
+                                        << got << ", want " << want);
+                        REQUIRE(err <= 3e-6 * mag + 1e-30);
+                    }
+                }
+}
+
+}  // namespace
+
+TEST_CASE("channels-last conv2d matches the definition", "[conv][nhwc]") {
+    const Case cases[] = {
+        // n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw
+        {2, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},  // resnet8's layer1: rows of two tiles
+        {2, 16, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1},  // layer2's first conv: stride 2
+        {3, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1},  // one 14-pixel tile per row
+        {2, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1},  // four output vectors
+        {2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1},    // layer3
+        {2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},   // the stem: one input channel
+        {1, 8, 9, 23, 48, 3, 3, 1, 1, 1, 1, 1, 1},    // three vectors; 23 = 9 + 9 + 5 pixels
+        {2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1, 1},  // 1×1 strided shortcut, no padding
+        {1, 12, 11, 13, 16, 3, 5, 3, 2, 2, 1, 1, 1},  // non-square kernel, stride 3 × 2
+        {1, 8, 12, 12, 16, 3, 3, 1, 1, 2, 2, 2, 2},   // dilation 2
+        {1, 5, 6, 5, 32, 5, 3, 1, 1, 3, 0, 1, 1},     // padding > kernel / 2, odd channels
+        {2, 16, 3, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},    // one-pixel rows
+        {1, 24, 4, 40, 64, 2, 2, 1, 1, 0, 0, 1, 1},   // even kernel; 40 = 7 + ... + 5 pixels
+    };
+    uint64_t seed = 4100;
+    for (const Case& k : cases) {
+        const Conv2dShape s = shape_of(k);
+        INFO(describe(k));
+        REQUIRE(cpu::nhwc::fits(s));
+        const std::vector<float> x = random_floats(s.n * s.h * s.w * s.c, ++seed);
+        const std::vector<float> w = random_floats(s.o * s.c * s.kh * s.kw, ++seed);
+        const std::vector<float> b = random_floats(s.o, ++seed);
+        for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+            INFO((bias ? "bias" : "no bias"));
+            const std::vector<float> one = run_nhwc(s, x, w, bias, 1);
+            check_reference(s, x, w, bias, one);
+            for (int threads : {2, 3}) {
+                INFO(threads << " threads");
+                const std::vector<float> many = run_nhwc(s, x, w, bias, threads);
+                REQUIRE(std::memcmp(many.data(), one.data(), one.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("channels-last conv2d's rule", "[conv][nhwc]") {
+    const Conv2dShape base = shape_of({2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1});
+    REQUIRE(cpu::nhwc::fits(base));
+    Conv2dShape s = base;
+    s.o = 24;  // not whole 16-lane vectors
+    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    s = base;
+    s.groups = 2;
+    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    s = base;
+    s.c = cpu::nhwc::kMaxChannels + 1;
+    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    s = base;
+    s.o = cpu::nhwc::kMaxChannels + 16;
+    REQUIRE_FALSE(cpu::nhwc::fits(s));
+}
+
+TEST_CASE("conv2d of a channels-last input keeps the format", "[conv][nhwc]") {
+    struct Front {
+        Shape x, w;
+        Int2 stride, padding;
+        DType dtype;
+    };
+    // The kernel's shape; one it does not take (8 output channels); f64 (NCHW kernels).
+    const Front fronts[] = {{{2, 16, 10, 10}, {32, 16, 3, 3}, {2, 2}, {1, 1}, DType::f32},
+                            {{2, 16, 9, 9}, {8, 16, 3, 3}, {1, 1}, {1, 1}, DType::f32},
+                            {{2, 4, 6, 7}, {16, 4, 3, 3}, {1, 1}, {0, 1}, DType::f64}};
+    uint64_t seed = 4300;
+    for (const Front& f : fronts) {
+        INFO(shape_str(f.x) << " * " << shape_str(f.w) << " " << dtype_name(f.dtype));
+        const Tensor x = test::random_tensor(f.x, f.dtype, ++seed);
+        const Tensor w = test::random_tensor(f.w, f.dtype, ++seed);
+        const Tensor b = test::random_tensor({f.w[0]}, f.dtype, ++seed);
+        const Tensor cl = x.contiguous(MemoryFormat::channels_last);
+        REQUIRE(cl.suggest_memory_format() == MemoryFormat::channels_last);
+        const Tensor want = kernels::conv2d(x, w, b, f.stride, f.padding);
+        const Tensor got = kernels::conv2d(cl, w, b, f.stride, f.padding);
+        REQUIRE(got.shape() == want.shape());
+        REQUIRE(got.is_contiguous(MemoryFormat::channels_last));
+        test::check_close(got, want, f.dtype == DType::f64 ? 1e-12 : 1e-5, 1e-5);
+    }
+}
+
+TEST_CASE("gradients through a channels-last conv2d equal the NCHW ones", "[conv][nhwc]") {
+    const Tensor x0 = test::random_tensor({2, 16, 8, 8}, DType::f32, 4401),
+                 w0 = test::random_tensor({32, 16, 3, 3}, DType::f32, 4402);
+    auto grads = [&](bool channels_last) {
+        const Tensor x = x0.clone().set_requires_grad();
+        const Tensor w = w0.clone().set_requires_grad();
+        const Tensor in = channels_last ? x.contiguous(MemoryFormat::channels_last) : x;
+        const Tensor y = ember::conv2d(in, w, {}, {1, 1}, {1, 1});
+        const Tensor g = test::random_tensor(y.shape(), DType::f32, 4403);
+        ember::sum(ember::mul(y, g)).backward();
+        return std::pair{x.grad(), w.grad()};
+    };
+    const auto [dx, dw] = grads(false);
+    const auto [cx, cw] = grads(true);
+    test::check_close(cx, dx, 1e-5, 1e-5);
+    test::check_close(cw, dw, 1e-5, 1e-5);
+}
