@@ -133,23 +133,36 @@ Row conv_row(const std::string& kernel, const std::string& shape, double ms, dou
     return {"conv", kernel, shape, ms, -1, gflops, gflops / lim.matmul, lim.matmul_label};
 }
 
-// Rows for conv2d_backward's grad_input and grad_weight, each asked for alone.
-void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep) {
+// Rows for conv2d_backward's grad_input and grad_weight, each asked for alone;
+// with channels_last, also each on channels-last operands.
+void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Report& rep,
+                  bool channels_last = false) {
     const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
     const Tensor x = rand({s.n, s.c, s.h, s.w}), w = rand({s.o, s.c / s.groups, s.k, s.k});
     const Tensor dy = rand({s.n, s.o, oh, ow});
-    auto grads = [&](bool input, bool weight) {
-        return kernels::conv2d_backward(dy, x, w, {s.stride, s.stride}, {s.pad, s.pad}, {1, 1},
-                                        s.groups, {input, weight, false});
+    const Tensor xl = x.contiguous(MemoryFormat::channels_last),
+                 dyl = dy.contiguous(MemoryFormat::channels_last);
+    auto grads = [&](bool input, bool weight, bool last = false) {
+        return kernels::conv2d_backward(last ? dyl : dy, last ? xl : x, w, {s.stride, s.stride},
+                                        {s.pad, s.pad}, {1, 1}, s.groups, {input, weight, false});
     };
     validate_backward(grads(true, false).input, grads(false, true).weight, dy, x, w, s);
+    if (channels_last)
+        validate_backward(grads(true, false, true).input.contiguous(),
+                          grads(false, true, true).weight, dy, x, w, s);
     const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c / s.groups * s.k * s.k);
     // Both passes read grad_out and one of input / weight, and write the other.
     const double floats = double(s.n * s.o * oh * ow + s.n * s.c * s.h * s.w);
-    const std::vector<double> t = interleaved_median_ms(
-        {[&] { (void)grads(true, false); }, [&] { (void)grads(false, true); }}, o);
-    const char* what[] = {"conv2d_backward input ", "conv2d_backward weight "};
-    for (int i = 0; i < 2; ++i)
+    std::vector<std::function<void()>> timed = {[&] { (void)grads(true, false); },
+                                                [&] { (void)grads(false, true); }};
+    if (channels_last) {
+        timed.push_back([&] { (void)grads(true, false, true); });
+        timed.push_back([&] { (void)grads(false, true, true); });
+    }
+    const std::vector<double> t = interleaved_median_ms(timed, o);
+    const char* what[] = {"conv2d_backward input ", "conv2d_backward weight ",
+                          "  channels_last input ", "  channels_last weight "};
+    for (size_t i = 0; i < t.size(); ++i)
         rep.add(conv_row(std::string(what[i]) + s.name, shape_str({s.n, s.c, s.h, s.w}), t[i], flop,
                          floats, s, lim));
 }
@@ -248,7 +261,7 @@ void run_conv(const Options& o, Report& rep) {
     };
     for (const ConvShape& s : resnet8) {
         run_forward(s, lim, o, rep, true);
-        run_backward(s, lim, o, rep);
+        run_backward(s, lim, o, rep, true);
     }
 }
 

@@ -1,9 +1,9 @@
 // Fronts for conv2d and conv2d_backward: argument checks naming shapes,
 // dtypes and devices, the output size, f16/bf16 through f32 on the CPU (cuDNN
 // takes them as they are), contiguous operands for the kernels, and one call
-// through the dispatch. conv2d's result takes its input's memory format
-// (channels-last inputs: the CPU's channels-last kernel where it fits);
-// conv2d_backward computes in NCHW and returns contiguous gradients.
+// through the dispatch. conv2d's result and conv2d_backward's grad_input take
+// the input's memory format (channels-last: the CPU's channels-last kernels
+// where they fit, NCHW and a conversion elsewhere).
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
@@ -163,15 +163,25 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
 
     const DType dt = input.dtype();
     const DType ct = compute_dtype(dt, x.device());
+    // grad_input takes the input's memory format. Channels-last operands are
+    // read as they lie where the backend has channels-last kernels for the
+    // asked-for gradients; elsewhere the pass runs in NCHW.
+    const MemoryFormat format = x.suggest_memory_format();
+    const bool native = format == MemoryFormat::channels_last && x.device().is_cpu() && ct == dt &&
+                        cpu::conv2d_backward_channels_last_fits(s, ct, need[0], need[1]);
+    const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
     Conv2dGrads g;
-    if (need[0]) g.input = empty(x.shape(), like(x, ct));
+    if (need[0]) g.input = empty(x.shape(), like(x, ct), computed);
     if (need[1]) g.weight = empty(weight.shape(), like(weight, ct));
     if (need[2]) g.bias = empty({s.o}, like(weight, ct));
     auto work = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     if (work(g.input) || work(g.weight) || work(g.bias)) {
         // Only what the asked-for gradients read: the weight for grad_input,
         // the input for grad_weight.
-        const Tensor y = dense(dy, ct), xin = need[1] ? dense(x, ct) : Tensor(),
+        auto operand = [&](const Tensor& t) {
+            return native ? contiguous(t, computed) : dense(t, ct);
+        };
+        const Tensor y = operand(dy), xin = need[1] ? operand(x) : Tensor(),
                      w = need[0] ? dense(weight, ct) : Tensor();
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
         dispatch(
@@ -180,8 +190,12 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
              {&g.input, &g.weight, &g.bias, &y, &xin, &w},
              double(int(need[0]) + int(need[1])) * s.flops()},
             [&] {
-                cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
-                                     ptr(g.weight), ptr(g.bias));
+                if (native)
+                    cpu::conv2d_backward_channels_last(s, ct, y.data_ptr(), ptr(xin), ptr(w),
+                                                       ptr(g.input), ptr(g.weight), ptr(g.bias));
+                else
+                    cpu::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                         ptr(g.weight), ptr(g.bias));
             },
             [&](auto stream) {
                 cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
@@ -190,6 +204,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);
+    if (g.input.defined()) g.input = contiguous(g.input, format);
     if (unbatched && g.input.defined()) g.input = views::squeeze(g.input, 0);
     return g;
 }

@@ -119,7 +119,7 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
 }
 
 bool conv2d_channels_last_fits(const Conv2dShape& s, DType dtype) {
-    return dtype == DType::f32 && nhwc::fits(s);
+    return dtype == DType::f32 && nhwc::fits(s, nhwc::Pass::forward);
 }
 
 void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,

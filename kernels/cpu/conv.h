@@ -34,4 +34,16 @@ void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, 
 void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, const void* input,
                      const void* weight, void* grad_input, void* grad_weight, void* grad_bias);
 
+/// Whether conv2d_backward_channels_last computes the asked-for gradients of
+/// this conv of `dtype` (where it does not, the front computes in NCHW).
+bool conv2d_backward_channels_last_fits(const Conv2dShape& s, DType dtype, bool grad_input,
+                                        bool grad_weight);
+/// conv2d_backward on channels-last buffers: grad_out [n, oh, ow, o], input
+/// [n, h, w, c] and grad_input [n, h, w, c]; weight, grad_weight and
+/// grad_bias as for conv2d_backward (each computed only when not null).
+/// Only where conv2d_backward_channels_last_fits.
+void conv2d_backward_channels_last(const Conv2dShape& s, DType dtype, const void* grad_out,
+                                   const void* input, const void* weight, void* grad_input,
+                                   void* grad_weight, void* grad_bias);
+
 }  // namespace ember::kernels::cpu

@@ -53,11 +53,13 @@
 
 #include "kernels/cpu/conv_planes.h"
 #include "kernels/cpu/conv_threads.h"
+#include "kernels/cpu/conv_weight_tile.h"
 
 namespace ember::kernels::cpu::direct {
 
 namespace {
 
+using conv_detail::chunk_images;
 using conv_detail::for_items;
 using conv_detail::team_size;
 using planes::from_planes;
@@ -69,7 +71,6 @@ using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 re
 constexpr int64_t kLanes = 16;
 constexpr int kRows = 8;  // output (forward) or input (grad_input) channels per tile
 constexpr int kMaxX = 3;  // pixel vectors per tile
-constexpr int kAcc = 24;  // accumulator registers of a grad_weight tile
 constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
 
 inline vec load(const float* p) {
@@ -108,46 +109,8 @@ void gather_tile(const float* base, const int64_t* tap, int64_t taps, int64_t k,
         }
 }
 
-// For images m < images, output rows oy < oh and columns ox < ow (pixel
-// p = oy·ow + ox, plane position oy·wv + ox):
-//   acc[r][v] = Σ x[m·x_image + (oy·wv + ox)·cs + r] · dy[m·dy_image + p·ds + 16v]
-// — R channels of the planes (broadcast) times V vectors of output channels
-// of grad_out, both channel-last — then out[r·ldo + 16v] = acc.
-template <int V, int R>
-void weight_tile(const float* dy, int64_t ds, int64_t dy_image, const float* x, int64_t cs,
-                 int64_t x_image, int64_t images, int64_t oh, int64_t ow, int64_t wv, float* out,
-                 int64_t ldo) {
-    vec acc[R][V] = {};
-    for (int64_t m = 0; m < images; ++m) {
-        const float* d = dy + m * dy_image;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-            const float* xr = x + m * x_image + oy * wv * cs;
-            for (int64_t ox = 0; ox < ow; ++ox, xr += cs, d += ds) {
-                vec dv[V];
-#pragma GCC unroll 4
-                for (int v = 0; v < V; ++v) dv[v] = load(d + kLanes * v);
-#pragma GCC unroll 24
-                for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-                    for (int v = 0; v < V; ++v) acc[r][v] += xr[r] * dv[v];
-            }
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int v = 0; v < V; ++v) store(out + r * ldo + kLanes * v, acc[r][v]);
-}
-
 using GatherFn = decltype(&gather_tile<1>);
 constexpr std::array<GatherFn, kMaxX> kGather = {&gather_tile<1>, &gather_tile<2>, &gather_tile<3>};
-// weight_tile<V, R> for R = 1 .. kAcc / V, indexed by R − 1.
-using WeightFn = decltype(&weight_tile<1, 1>);
-template <int V, int... R>
-constexpr std::array<WeightFn, sizeof...(R)> weight_tiles(std::integer_sequence<int, R...>) {
-    return {&weight_tile<V, R + 1>...};
-}
-constexpr auto kWeight1 = weight_tiles<1>(std::make_integer_sequence<int, kAcc>{});
-constexpr auto kWeight2 = weight_tiles<2>(std::make_integer_sequence<int, kAcc / 2>{});
-constexpr auto kWeight4 = weight_tiles<4>(std::make_integer_sequence<int, kAcc / 4>{});
 
 // ---- Geometry: planes, taps, tiles (from the sizes alone) ----
 
@@ -181,18 +144,6 @@ Geometry make_geometry(const Conv2dShape& s) {
     const int64_t need = std::max(g.hv * g.wv, g.qpad + g.max_off);
     g.ps = (need + kLanes - 1) / kLanes * kLanes;
     return g;
-}
-
-// Images per grad_weight chunk: as many as keep the chunk's planes and
-// grad_out within L2 (kChunkBytes), then evened out so that the chunk count
-// is a multiple of 8 (whole rounds for 2, 4 or 8 threads). From the sizes alone.
-int64_t chunk_images(const Conv2dShape& s, size_t floats_per_image) {
-    const int64_t fit =
-        std::max<int64_t>(1, kChunkBytes / int64_t(floats_per_image * sizeof(float)));
-    const int64_t m = std::max<int64_t>(1, std::min(fit, s.n));
-    if (s.n < 8) return m;
-    const int64_t chunks = ((s.n + m - 1) / m + 7) / 8 * 8;
-    return (s.n + chunks - 1) / chunks;
 }
 
 // ---- Channel-last copies for grad_weight: 16 × 16 blocks transposed in registers ----
@@ -416,11 +367,13 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
     const int64_t ohw = s.oh * s.ow, size = s.o * s.c * g.taps;
     // Per image: channel-last planes [plane][Hv·Wv][C] and grad_out [OH·OW][O].
     const int64_t plane_size = g.planes * g.hv * g.wv * s.c, dy_size = ohw * s.o;
-    const int64_t images = chunk_images(s, size_t(plane_size + dy_size));
+    const int64_t images =
+        chunk_images(s.n, (plane_size + dy_size) * int64_t(sizeof(float)), kChunkBytes);
     const int64_t chunks = (s.n + images - 1) / images;
     // Output channels per tile in vectors (1, 2 or 4), channels per tile.
-    const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kAcc / v;
-    const WeightFn* table = v == 4 ? kWeight4.data() : v == 2 ? kWeight2.data() : kWeight1.data();
+    const weight_tiles::Plan tp = weight_tiles::plan(s.o);
+    const int64_t v = tp.v, rows = tp.rows;
+    const weight_tiles::WeightFn* table = tp.table;
 
     // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk
     // order into grad_weight's [o][c][tap] at the end.
@@ -449,7 +402,7 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
                 const int64_t t = i * s.kw;
                 const float* x = planes + g.plane[size_t(t)] * g.hv * g.wv + g.off[size_t(t)];
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
-                    table[s.kw - 1](dy + o0, s.o, dy_size, x, 1, plane_size, m, s.oh, s.ow, g.wv,
+                    table[s.kw - 1](dy + o0, s.o, dy_size, x, 1, g.wv, plane_size, m, s.oh, s.ow,
                                     part + t * s.o + o0, s.o);
             }
             return;
@@ -459,29 +412,12 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
             for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
                 for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
                     const int64_t r = std::min(rows, s.c - c0);
-                    table[r - 1](dy + o0, s.o, dy_size, x + c0, s.c, plane_size, m, s.oh, s.ow,
-                                 g.wv, part + (t * s.c + c0) * s.o + o0, s.o);
+                    table[r - 1](dy + o0, s.o, dy_size, x + c0, s.c, g.wv * s.c, plane_size, m,
+                                 s.oh, s.ow, part + (t * s.c + c0) * s.o + o0, s.o);
                 }
         }
     });
-    // grad_weight[o][c][t] = Σ_chunk partials[chunk][t][c][o], in chunk order:
-    // summed in the partials' own layout (each chunk's run read in order,
-    // vectorized), blocks of elements split over the threads, then reordered.
-    constexpr int64_t kBlock = 1024;
-    const int64_t blocks = (size + kBlock - 1) / kBlock;
-    std::vector<float> total(size_t(size), 0.0f);
-    for_items(blocks, team_size(blocks, chunks * size), [&](int64_t b, int) {
-        float* dst = total.data() + b * kBlock;
-        const int64_t n = std::min(kBlock, size - b * kBlock);
-        for (int64_t k = 0; k < chunks; ++k) {
-            const float* src = partials.data() + k * size + b * kBlock;
-            for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
-        }
-    });
-    for (int64_t o = 0; o < s.o; ++o)
-        for (int64_t c = 0; c < s.c; ++c)
-            for (int64_t t = 0; t < g.taps; ++t)
-                grad_weight[(o * s.c + c) * g.taps + t] = total[size_t((t * s.c + c) * s.o + o)];
+    weight_tiles::finish(partials, chunks, s.o, s.c, g.taps, grad_weight);
 }
 
 }  // namespace ember::kernels::cpu::direct

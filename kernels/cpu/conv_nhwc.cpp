@@ -1,7 +1,11 @@
-// CPU direct conv2d forward on channels-last tensors (kernels/cpu/conv_nhwc.h).
+// CPU direct conv2d on channels-last tensors: forward, grad_input and
+// grad_weight (kernels/cpu/conv_nhwc.h).
 //
 // Math:  out[n][oy][ox][o] = bias[o] + Σ_{i, j, c} w[o][c][i][j] ·
-//        in[n][oy·sh − ph + i·dh][ox·sw − pw + j·dw][c] (zero outside).
+//        in[n][oy·sh − ph + i·dh][ox·sw − pw + j·dw][c] (zero outside);
+//        grad_input by stride phase (see grad_input below), grad_weight
+//        dw[o][c][i][j] = Σ_{n, oy, ox} dy[n][oy][ox][o] · in[n][oy·sh − ph +
+//        i·dh][ox·sw − pw + j·dw][c].
 // Layout: a pixel's channels are adjacent, so with the image zero-padded
 //   (one copy per image, skipped without padding) every tap of a tile of R
 //   pixels along an output row reads R pixels sw·C floats apart, and the
@@ -10,10 +14,16 @@
 //   accumulators): per (tap, input channel) V vector loads of the packed
 //   weights ([tap][c][o]) and R broadcast input values for R·V FMAs. The
 //   output rows are cut into equal tiles of at most kMaxR[V] pixels.
-// Cost:  2·N·O·OH·OW·C·kH·kW FLOPs; reads the input once (plus the padded
-//   copy, within L2) and writes the output once, straight from the tiles.
-// Threads: images split over OpenMP threads; each output is computed by one
-//   tile in a fixed order: bit-identical for any thread count.
+//   grad_input runs the same tiles over grad_out with the weights [t][o][c]
+//   of each phase's taps. grad_weight uses the direct kernels' weight tile
+//   (kernels/cpu/conv_weight_tile.h) on the input and grad_out as they lie:
+//   both are channel-last already.
+// Cost:  2·N·O·OH·OW·C·kH·kW FLOPs per pass; each reads its operands once
+//   (plus a padded copy of an image, within L2) and writes its result once.
+// Threads: forward and grad_input split the images (each output computed by
+//   one tile in a fixed order); grad_weight splits the batch into chunks of
+//   images (from the sizes alone) and adds their partials in chunk order:
+//   bit-identical for any thread count.
 // Test: tests/kernels/test_conv_nhwc.cpp; benchmark: `ember bench conv`
 //   (the channels_last rows).
 #include "kernels/cpu/conv_nhwc.h"
@@ -25,6 +35,7 @@
 #include <vector>
 
 #include "kernels/cpu/conv_threads.h"
+#include "kernels/cpu/conv_weight_tile.h"
 
 namespace ember::kernels::cpu::nhwc {
 
@@ -38,6 +49,7 @@ constexpr int64_t kLanes = 16;
 constexpr int kMaxV = 4;
 // The widest tile (pixels) for V output vectors: R·V ≤ 28 accumulators.
 constexpr std::array<int, kMaxV + 1> kMaxR = {0, 14, 14, 9, 7};
+constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
 
 inline vec load(const float* p) {
     vec v;
@@ -47,10 +59,11 @@ inline vec load(const float* p) {
 inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
 // acc[r][v] = bias[16v ..] + Σ_t Σ_{c<C} w[t·C·O + c·O + 16v ..] · x[r·ps + off[t] + c],
-// then y[r·O + 16v ..] = acc (bias may be null: zero).
+// then y[r·ys + 16v ..] = acc (bias may be null: zero). C is the reduced
+// channel count, O the row length of the packed weights.
 template <int R, int V>
 void tile(const float* x, int64_t ps, const int64_t* off, int64_t taps, int64_t C, const float* w,
-          int64_t O, const float* bias, float* y) {
+          int64_t O, const float* bias, float* y, int64_t ys) {
     vec acc[R][V];
     for (int v = 0; v < V; ++v) {
         const vec b = bias ? load(bias + kLanes * v) : vec{};
@@ -72,7 +85,7 @@ void tile(const float* x, int64_t ps, const int64_t* off, int64_t taps, int64_t 
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int v = 0; v < V; ++v) store(y + r * O + kLanes * v, acc[r][v]);
+        for (int v = 0; v < V; ++v) store(y + r * ys + kLanes * v, acc[r][v]);
 }
 
 using TileFn = decltype(&tile<1, 1>);
@@ -101,22 +114,71 @@ const TileFn* tile_table(int v) {
 
 int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
 
-}  // namespace
-
-bool fits(const Conv2dShape& s) {
-    return s.groups == 1 && s.o % kLanes == 0 && s.c <= kMaxChannels && s.o <= kMaxChannels;
+// How rows of `width` outputs of `n` channels are cut into tiles: vectors of
+// output channels per tile (the widest that divides n / 16), and tiles of
+// `r` pixels (the last narrower).
+struct Cut {
+    int v;
+    int64_t r;
+    const TileFn* table;
+};
+Cut cut(int64_t n, int64_t width) {
+    const int64_t vecs = n / kLanes;
+    const int v = vecs % 4 == 0 ? 4 : vecs % 3 == 0 ? 3 : vecs % 2 == 0 ? 2 : 1;
+    const int64_t pieces = (width + kMaxR[size_t(v)] - 1) / kMaxR[size_t(v)];
+    return {v, pieces > 0 ? (width + pieces - 1) / pieces : 0, tile_table(v)};
 }
 
-void forward(const Conv2dShape& s, const float* in, const float* weight, const float* bias,
-             float* out) {
+// One row of `width` outputs of n channels: pixel k reads x + k·ps (taps at
+// off, k channels reduced) and writes y + k·ys.
+void row(const Cut& c, int64_t width, const float* x, int64_t ps, const int64_t* off, int64_t taps,
+         int64_t k, const float* w, int64_t n, const float* bias, float* y, int64_t ys) {
+    for (int64_t p0 = 0; p0 < width; p0 += c.r) {
+        const int64_t pixels = std::min(c.r, width - p0);
+        for (int64_t o0 = 0; o0 < n; o0 += kLanes * c.v)
+            c.table[pixels - 1](x + p0 * ps, ps, off, taps, k, w + o0, n,
+                                bias ? bias + o0 : nullptr, y + p0 * ys + o0, ys);
+    }
+}
+
+// One image [rows, cols, ch] zero-padded by (top, left) and to
+// [prows, pcols, ch] at dst.
+void pad_image(const float* src, int64_t rows, int64_t cols, int64_t ch, int64_t top, int64_t left,
+               int64_t prows, int64_t pcols, float* dst) {
+    const int64_t line = cols * ch, pline = pcols * ch;
+    std::fill(dst, dst + top * pline, 0.0f);
+    std::fill(dst + (top + rows) * pline, dst + prows * pline, 0.0f);
+    for (int64_t y = 0; y < rows; ++y) {
+        float* d = dst + (top + y) * pline;
+        std::fill(d, d + left * ch, 0.0f);
+        std::memcpy(d + left * ch, src + y * line, size_t(line) * sizeof(float));
+        std::fill(d + left * ch + line, d + pline, 0.0f);
+    }
+}
+
+// wp[t][c][o] = weight[o][c][t] for the taps listed: a tile's output
+// channels of one (tap, channel) adjacent.
+std::vector<float> pack_forward(const Conv2dShape& s, const float* weight) {
     const int64_t taps = s.kh * s.kw;
-    // wp[t][c][o] = weight[o][c][t]: a tile's output channels of one (tap, channel) adjacent.
     std::vector<float> wp(size_t(taps * s.c * s.o));
     for (int64_t o = 0; o < s.o; ++o)
         for (int64_t c = 0; c < s.c; ++c)
             for (int64_t t = 0; t < taps; ++t)
                 wp[size_t((t * s.c + c) * s.o + o)] = weight[(o * s.c + c) * taps + t];
+    return wp;
+}
 
+}  // namespace
+
+bool fits(const Conv2dShape& s, Pass pass) {
+    if (s.groups != 1 || s.c > kMaxChannels || s.o > kMaxChannels) return false;
+    return pass == Pass::grad_input ? s.c % kLanes == 0 : s.o % kLanes == 0;
+}
+
+void forward(const Conv2dShape& s, const float* in, const float* weight, const float* bias,
+             float* out) {
+    const int64_t taps = s.kh * s.kw;
+    const std::vector<float> wp = pack_forward(s, weight);
     // The image as the tiles read it: padded by (ph, pw) when there is padding.
     const bool padded = s.ph > 0 || s.pw > 0;
     const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw;
@@ -124,46 +186,153 @@ void forward(const Conv2dShape& s, const float* in, const float* weight, const f
     for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j)
             off[size_t(i * s.kw + j)] = (i * s.dh * wpx + j * s.dw) * s.c;
-
-    // Vectors of output channels per tile (the widest that divides O / 16),
-    // and the output row cut into `cuts` tiles of `r` pixels (the last narrower).
-    const int64_t vecs = s.o / kLanes;
-    const int v = vecs % 4 == 0 ? 4 : vecs % 3 == 0 ? 3 : vecs % 2 == 0 ? 2 : 1;
-    const TileFn* table = tile_table(v);
-    const int64_t cuts = (s.ow + kMaxR[size_t(v)] - 1) / kMaxR[size_t(v)];
-    const int64_t r = cuts > 0 ? (s.ow + cuts - 1) / cuts : 0;
-
+    const Cut c = cut(s.o, s.ow);
     const int team = team_size(s.n, macs(s));
     const size_t per_thread = padded ? size_t(hp * wpx * s.c) : 0;
     std::vector<float> scratch(per_thread * size_t(team));
-    const int64_t row = s.w * s.c;  // floats of one input row
     for_items(s.n, team, [&](int64_t n, int thread) {
-        const float* img = in + n * s.h * row;
+        const float* img = in + n * s.h * s.w * s.c;
         if (padded) {
             float* p = scratch.data() + per_thread * size_t(thread);
-            const int64_t prow = wpx * s.c;
-            std::fill(p, p + s.ph * prow, 0.0f);
-            std::fill(p + (s.ph + s.h) * prow, p + hp * prow, 0.0f);
-            for (int64_t iy = 0; iy < s.h; ++iy) {
-                float* dst = p + (s.ph + iy) * prow;
-                std::fill(dst, dst + s.pw * s.c, 0.0f);
-                std::memcpy(dst + s.pw * s.c, img + iy * row, size_t(row) * sizeof(float));
-                std::fill(dst + s.pw * s.c + row, dst + prow, 0.0f);
-            }
+            pad_image(img, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, p);
             img = p;
         }
-        const int64_t ps = s.sw * s.c;  // floats between a tile's pixels
-        for (int64_t oy = 0; oy < s.oh; ++oy) {
-            const float* x = img + oy * s.sh * wpx * s.c;
-            float* y = out + (n * s.oh + oy) * s.ow * s.o;
-            for (int64_t ox = 0; ox < s.ow; ox += r) {
-                const int64_t width = std::min(r, s.ow - ox);
-                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
-                    table[width - 1](x + ox * ps, ps, off.data(), taps, s.c, wp.data() + o0, s.o,
-                                     bias ? bias + o0 : nullptr, y + ox * s.o + o0);
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            row(c, s.ow, img + oy * s.sh * wpx * s.c, s.sw * s.c, off.data(), taps, s.c, wp.data(),
+                s.o, bias, out + (n * s.oh + oy) * s.ow * s.o, s.o);
+    });
+}
+
+// grad_input, by stride phase: input pixels (u·sh + a, v·sw + b) take only
+// the taps (i, j) with a + ph − i·dh ≡ 0 (mod sh) and b + pw − j·dw ≡ 0
+// (mod sw), each reading grad_out at (u + e_i, v + f_j), e_i = (a + ph −
+// i·dh) / sh: per phase a stride-1 correlation of grad_out (zero-padded to
+// cover every e_i, f_j) with the weights [t][o][c], written to every sh-th
+// row and sw-th column. Every tap lands in exactly one phase: no FLOP is
+// spent on a zero. A phase no tap reaches is zero.
+void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight,
+                float* grad_input) {
+    struct Axis {
+        std::vector<std::vector<int64_t>> taps, shift;  // per phase: kernel index, offset
+        int64_t before = 0, after = 0;                  // padding grad_out needs
+    };
+    auto axis = [](int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t in, int64_t out) {
+        Axis ax;
+        ax.taps.resize(size_t(stride));
+        ax.shift.resize(size_t(stride));
+        for (int64_t a = 0; a < stride; ++a) {
+            const int64_t count = a < in ? (in - a + stride - 1) / stride : 0;
+            for (int64_t i = 0; i < k; ++i) {
+                const int64_t d = a + pad - i * dil;
+                if (((d % stride) + stride) % stride != 0) continue;
+                const int64_t e = (d - ((d % stride) + stride) % stride) / stride;  // exact
+                ax.taps[size_t(a)].push_back(i);
+                ax.shift[size_t(a)].push_back(e);
+                if (count > 0) {
+                    ax.before = std::max(ax.before, -e);
+                    ax.after = std::max(ax.after, count - 1 + e - (out - 1));
+                }
+            }
+        }
+        return ax;
+    };
+    const Axis ay = axis(s.sh, s.ph, s.dh, s.kh, s.h, s.oh);
+    const Axis ax = axis(s.sw, s.pw, s.dw, s.kw, s.w, s.ow);
+    const int64_t hd = s.oh + ay.before + ay.after, wd = s.ow + ax.before + ax.after;
+
+    // Per phase: the packed weights [t][o][c] of its taps and their offsets.
+    struct Phase {
+        int64_t a, b, rows, cols;
+        std::vector<float> w;
+        std::vector<int64_t> off;
+    };
+    std::vector<Phase> phases;
+    for (int64_t a = 0; a < s.sh; ++a)
+        for (int64_t b = 0; b < s.sw; ++b) {
+            Phase p{a,
+                    b,
+                    a < s.h ? (s.h - a + s.sh - 1) / s.sh : 0,
+                    b < s.w ? (s.w - b + s.sw - 1) / s.sw : 0,
+                    {},
+                    {}};
+            for (size_t ti = 0; ti < ay.taps[size_t(a)].size(); ++ti)
+                for (size_t tj = 0; tj < ax.taps[size_t(b)].size(); ++tj) {
+                    const int64_t i = ay.taps[size_t(a)][ti], j = ax.taps[size_t(b)][tj];
+                    p.off.push_back((ay.shift[size_t(a)][ti] * wd + ax.shift[size_t(b)][tj]) * s.o);
+                    for (int64_t o = 0; o < s.o; ++o)
+                        for (int64_t c = 0; c < s.c; ++c)
+                            p.w.push_back(weight[((o * s.c + c) * s.kh + i) * s.kw + j]);
+                }
+            phases.push_back(std::move(p));
+        }
+
+    const Cut c = cut(s.c, (s.w + s.sw - 1) / s.sw);
+    const int team = team_size(s.n, macs(s));
+    const size_t per_thread = size_t(hd * wd * s.o);
+    std::vector<float> scratch(per_thread * size_t(team));
+    for_items(s.n, team, [&](int64_t n, int thread) {
+        float* pd = scratch.data() + per_thread * size_t(thread);
+        pad_image(grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, ay.before, ax.before, hd, wd,
+                  pd);
+        float* img = grad_input + n * s.h * s.w * s.c;
+        for (const Phase& p : phases) {
+            const int64_t taps = int64_t(p.off.size());
+            for (int64_t u = 0; u < p.rows; ++u) {
+                float* y = img + ((u * s.sh + p.a) * s.w + p.b) * s.c;
+                if (taps == 0) {
+                    for (int64_t v = 0; v < p.cols; ++v)
+                        std::fill(y + v * s.sw * s.c, y + v * s.sw * s.c + s.c, 0.0f);
+                    continue;
+                }
+                row(c, p.cols, pd + ((u + ay.before) * wd + ax.before) * s.o, s.o, p.off.data(),
+                    taps, s.o, p.w.data(), s.c, nullptr, y, s.sw * s.c);
             }
         }
     });
+}
+
+void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, float* grad_weight) {
+    namespace wt = weight_tiles;
+    const int64_t taps = s.kh * s.kw, size = s.o * s.c * taps;
+    const bool padded = s.ph > 0 || s.pw > 0;
+    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw;
+    // Per image: the (padded) input, read in place when unpadded, and grad_out, read in place.
+    const int64_t x_image = hp * wpx * s.c, dy_image = s.oh * s.ow * s.o;
+    const int64_t images =
+        conv_detail::chunk_images(s.n, (x_image + dy_image) * int64_t(sizeof(float)), kChunkBytes);
+    const int64_t chunks = (s.n + images - 1) / images;
+    const wt::Plan tp = wt::plan(s.o);
+    // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
+    std::vector<float> partials(size_t(chunks * size));
+    const int team = team_size(chunks, macs(s));
+    const size_t per_thread = padded ? size_t(x_image * images) : 0;
+    std::vector<float> scratch(per_thread * size_t(team));
+    for_items(chunks, team, [&](int64_t chunk, int thread) {
+        const int64_t n0 = chunk * images, m = std::min(s.n, n0 + images) - n0;
+        const float* x = in + n0 * s.h * s.w * s.c;
+        if (padded) {
+            float* p = scratch.data() + per_thread * size_t(thread);
+            for (int64_t k = 0; k < m; ++k)
+                pad_image(in + (n0 + k) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx,
+                          p + k * x_image);
+            x = p;
+        }
+        const float* dy = grad_out + n0 * dy_image;
+        float* part = partials.data() + chunk * size;
+        const int64_t xs = s.sw * s.c, xrow = s.sh * wpx * s.c;
+        for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t t = i * s.kw + j;
+                const float* xt = x + (i * s.dh * wpx + j * s.dw) * s.c;
+                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * tp.v)
+                    for (int64_t c0 = 0; c0 < s.c; c0 += tp.rows) {
+                        const int64_t r = std::min(tp.rows, s.c - c0);
+                        tp.table[r - 1](dy + o0, s.o, dy_image, xt + c0, xs, xrow, x_image, m, s.oh,
+                                        s.ow, part + (t * s.c + c0) * s.o + o0, s.o);
+                    }
+            }
+    });
+    wt::finish(partials, chunks, s.o, s.c, taps, grad_weight);
 }
 
 }  // namespace ember::kernels::cpu::nhwc

@@ -1,11 +1,13 @@
-// Channels-last convolution: the NHWC forward kernel (kernels/cpu/conv_nhwc.cpp)
-// against naive f64 loops written from the definition — vectors of 1 to 4
-// output-channel blocks, strides, paddings (none, narrow, wide), dilations,
-// non-square kernels, rows cut into several tiles and rows of one pixel;
-// every output overwritten; bit-identical for 1, 2 and 3 threads; its rule;
-// and the conv2d front on channels-last inputs (the result keeps the format,
-// the kernel's values where it fits, the NCHW path's where it does not, and
-// gradients through autograd equal the NCHW input's).
+// Channels-last convolution: the NHWC kernels (kernels/cpu/conv_nhwc.cpp) —
+// forward, grad_input (by stride phase) and grad_weight — against naive f64
+// loops written from the definitions: 1 to 4 vectors of channels per tile,
+// strides (phases reached by no tap included), paddings (none, narrow,
+// wide), dilations, non-square and even kernels, rows cut into several tiles
+// and rows of one pixel, batches of several grad_weight chunks; every
+// output overwritten; bit-identical for 1, 2 and 3 threads; the rule; and
+// the fronts on channels-last operands (results keep the format, match the
+// NCHW path where the kernels fit and where they do not, and gradients
+// through autograd equal the NCHW input's).
 #include <omp.h>
 
 #include <cmath>
@@ -50,48 +52,83 @@ std::vector<float> random_floats(int64_t count, uint64_t seed) {
     return v;
 }
 
-// The kernel on `threads` threads into a NaN-poisoned [N, OH, OW, O] buffer.
-std::vector<float> run_nhwc(const Conv2dShape& s, const std::vector<float>& x,
-                            const std::vector<float>& w, const float* bias, int threads) {
+struct Outputs {
+    std::vector<float> out, dx, dw;
+};
+
+// The kernels that fit, on `threads` threads, into NaN-poisoned buffers
+// ([N, OH, OW, O], [N, H, W, C], [O, C, kH, kW]).
+Outputs run_nhwc(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                 const float* bias, const std::vector<float>& dy, int threads) {
+    using cpu::nhwc::Pass;
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    std::vector<float> out(size_t(s.n * s.oh * s.ow * s.o),
-                           std::numeric_limits<float>::quiet_NaN());
-    cpu::nhwc::forward(s, x.data(), w.data(), bias, out.data());
+    constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+    Outputs r{std::vector<float>(dy.size(), nan), std::vector<float>(x.size(), nan),
+              std::vector<float>(w.size(), nan)};
+    if (cpu::nhwc::fits(s, Pass::forward))
+        cpu::nhwc::forward(s, x.data(), w.data(), bias, r.out.data());
+    if (cpu::nhwc::fits(s, Pass::grad_input))
+        cpu::nhwc::grad_input(s, dy.data(), w.data(), r.dx.data());
+    if (cpu::nhwc::fits(s, Pass::grad_weight))
+        cpu::nhwc::grad_weight(s, dy.data(), x.data(), r.dw.data());
     omp_set_num_threads(saved);
-    return out;
+    return r;
 }
 
-// Checks out [N, OH, OW, O] against the definition on x [N, H, W, C] in f64,
-// to a tolerance scaled by the terms' magnitudes.
+// A reference value and the sum of its terms' magnitudes (what rounding scales with).
+struct Ref {
+    std::vector<double> value, mag;
+    void add(size_t e, double t) {
+        value[e] += t;
+        mag[e] += std::abs(t);
+    }
+};
+
+void check(const std::vector<float>& got, const Ref& want, const char* what) {
+    REQUIRE(got.size() == want.value.size());
+    for (size_t e = 0; e < got.size(); ++e) {
+        const double err = std::abs(double(got[e]) - want.value[e]);
+        if (!(err <= 3e-5 * want.mag[e] + 1e-30)) {
+            INFO(what << " element " << e << ": got " << got[e] << ", want " << want.value[e]
+                      << " (term magnitudes " << want.mag[e] << ")");
+            REQUIRE(err <= 3e-5 * want.mag[e] + 1e-30);
+        }
+    }
+}
+
+// Checks the kernels that fit against the definitions on x [N, H, W, C] and
+// dy [N, OH, OW, O], in f64.
 void check_reference(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
-                     const float* bias, const std::vector<float>& out) {
+                     const float* bias, const std::vector<float>& dy, const Outputs& got) {
+    using cpu::nhwc::Pass;
+    auto zero = [](size_t n) {
+        return Ref{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+    };
+    Ref out = zero(dy.size()), dx = zero(x.size()), dw = zero(w.size());
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t oy = 0; oy < s.oh; ++oy)
             for (int64_t ox = 0; ox < s.ow; ++ox)
                 for (int64_t o = 0; o < s.o; ++o) {
-                    double want = bias ? bias[o] : 0.0, mag = std::abs(want);
+                    const size_t oe = size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o);
+                    if (bias) out.add(oe, bias[o]);
                     for (int64_t i = 0; i < s.kh; ++i)
                         for (int64_t j = 0; j < s.kw; ++j) {
                             const int64_t iy = oy * s.sh - s.ph + i * s.dh,
                                           ix = ox * s.sw - s.pw + j * s.dw;
                             if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
                             for (int64_t c = 0; c < s.c; ++c) {
-                                const double t =
-                                    double(x[size_t(((n * s.h + iy) * s.w + ix) * s.c + c)]) *
-                                    w[size_t(((o * s.c + c) * s.kh + i) * s.kw + j)];
-                                want += t;
-                                mag += std::abs(t);
+                                const size_t xe = size_t(((n * s.h + iy) * s.w + ix) * s.c + c);
+                                const size_t we = size_t(((o * s.c + c) * s.kh + i) * s.kw + j);
+                                out.add(oe, double(x[xe]) * w[we]);
+                                dx.add(xe, double(dy[oe]) * w[we]);
+                                dw.add(we, double(dy[oe]) * x[xe]);
                             }
                         }
-                    const float got = out[size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o)];
-                    const double err = std::abs(double(got) - want);
-                    if (!(err <= 3e-6 * mag + 1e-30)) {
-                        INFO("output (" << n << ", " << oy << ", " << ox << ", " << o << "): got "
-                                        << got << ", want " << want);
-                        REQUIRE(err <= 3e-6 * mag + 1e-30);
-                    }
                 }
+    if (cpu::nhwc::fits(s, Pass::forward)) check(got.out, out, "forward");
+    if (cpu::nhwc::fits(s, Pass::grad_input)) check(got.dx, dx, "grad_input");
+    if (cpu::nhwc::fits(s, Pass::grad_weight)) check(got.dw, dw, "grad_weight");
 }
 
 }  // namespace
@@ -112,43 +149,60 @@ TEST_CASE("channels-last conv2d matches the definition", "[conv][nhwc]") {
         {1, 5, 6, 5, 32, 5, 3, 1, 1, 3, 0, 1, 1},     // padding > kernel / 2, odd channels
         {2, 16, 3, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},    // one-pixel rows
         {1, 24, 4, 40, 64, 2, 2, 1, 1, 0, 0, 1, 1},   // even kernel; 40 = 7 + ... + 5 pixels
+        {1, 16, 7, 9, 16, 1, 1, 3, 3, 0, 0, 1, 1},    // 1×1 at stride 3: phases no tap reaches
+        {1, 32, 9, 8, 16, 2, 2, 2, 2, 0, 0, 1, 1},    // stride = kernel: one tap per phase
+        {20, 16, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1},   // several grad_weight chunks
     };
     uint64_t seed = 4100;
     for (const Case& k : cases) {
         const Conv2dShape s = shape_of(k);
         INFO(describe(k));
-        REQUIRE(cpu::nhwc::fits(s));
+        REQUIRE(cpu::nhwc::fits(s, cpu::nhwc::Pass::forward));
+        REQUIRE(cpu::nhwc::fits(s, cpu::nhwc::Pass::grad_weight));
+        REQUIRE(cpu::nhwc::fits(s, cpu::nhwc::Pass::grad_input) == (k.c % 16 == 0));
         const std::vector<float> x = random_floats(s.n * s.h * s.w * s.c, ++seed);
         const std::vector<float> w = random_floats(s.o * s.c * s.kh * s.kw, ++seed);
         const std::vector<float> b = random_floats(s.o, ++seed);
+        const std::vector<float> dy = random_floats(s.n * s.oh * s.ow * s.o, ++seed);
         for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
             INFO((bias ? "bias" : "no bias"));
-            const std::vector<float> one = run_nhwc(s, x, w, bias, 1);
-            check_reference(s, x, w, bias, one);
+            const Outputs one = run_nhwc(s, x, w, bias, dy, 1);
+            check_reference(s, x, w, bias, dy, one);
             for (int threads : {2, 3}) {
                 INFO(threads << " threads");
-                const std::vector<float> many = run_nhwc(s, x, w, bias, threads);
-                REQUIRE(std::memcmp(many.data(), one.data(), one.size() * sizeof(float)) == 0);
+                const Outputs many = run_nhwc(s, x, w, bias, dy, threads);
+                REQUIRE(std::memcmp(many.out.data(), one.out.data(), one.out.size() * 4) == 0);
+                REQUIRE(std::memcmp(many.dx.data(), one.dx.data(), one.dx.size() * 4) == 0);
+                REQUIRE(std::memcmp(many.dw.data(), one.dw.data(), one.dw.size() * 4) == 0);
             }
         }
     }
 }
 
 TEST_CASE("channels-last conv2d's rule", "[conv][nhwc]") {
+    using cpu::nhwc::Pass;
     const Conv2dShape base = shape_of({2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1});
-    REQUIRE(cpu::nhwc::fits(base));
+    for (Pass p : {Pass::forward, Pass::grad_input, Pass::grad_weight})
+        REQUIRE(cpu::nhwc::fits(base, p));
     Conv2dShape s = base;
-    s.o = 24;  // not whole 16-lane vectors
-    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    s.o = 24;  // output channels not in whole 16-lane vectors
+    REQUIRE_FALSE(cpu::nhwc::fits(s, Pass::forward));
+    REQUIRE_FALSE(cpu::nhwc::fits(s, Pass::grad_weight));
+    REQUIRE(cpu::nhwc::fits(s, Pass::grad_input));
+    s = base;
+    s.c = 24;  // input channels: grad_input's vectors
+    REQUIRE(cpu::nhwc::fits(s, Pass::forward));
+    REQUIRE_FALSE(cpu::nhwc::fits(s, Pass::grad_input));
     s = base;
     s.groups = 2;
-    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    for (Pass p : {Pass::forward, Pass::grad_input, Pass::grad_weight})
+        REQUIRE_FALSE(cpu::nhwc::fits(s, p));
     s = base;
-    s.c = cpu::nhwc::kMaxChannels + 1;
-    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    s.c = cpu::nhwc::kMaxChannels + 16;
+    REQUIRE_FALSE(cpu::nhwc::fits(s, Pass::forward));
     s = base;
     s.o = cpu::nhwc::kMaxChannels + 16;
-    REQUIRE_FALSE(cpu::nhwc::fits(s));
+    REQUIRE_FALSE(cpu::nhwc::fits(s, Pass::grad_input));
 }
 
 TEST_CASE("conv2d of a channels-last input keeps the format", "[conv][nhwc]") {
@@ -193,4 +247,32 @@ TEST_CASE("gradients through a channels-last conv2d equal the NCHW ones", "[conv
     const auto [cx, cw] = grads(true);
     test::check_close(cx, dx, 1e-5, 1e-5);
     test::check_close(cw, dw, 1e-5, 1e-5);
+}
+
+TEST_CASE("conv2d_backward of channels-last operands", "[conv][nhwc]") {
+    struct Front {
+        Shape x, w;
+        Int2 stride, padding;
+    };
+    // The kernels' shapes (stride 2 too); one whose grad_input they do not take (C = 8).
+    const Front fronts[] = {{{3, 16, 9, 9}, {32, 16, 3, 3}, {2, 2}, {1, 1}},
+                            {{2, 32, 6, 5}, {16, 32, 1, 1}, {1, 1}, {0, 0}},
+                            {{2, 8, 7, 7}, {16, 8, 3, 3}, {1, 1}, {1, 1}}};
+    uint64_t seed = 4500;
+    for (const Front& f : fronts) {
+        INFO(shape_str(f.x) << " * " << shape_str(f.w));
+        const Tensor x = test::random_tensor(f.x, DType::f32, ++seed);
+        const Tensor w = test::random_tensor(f.w, DType::f32, ++seed);
+        const Tensor y = kernels::conv2d(x, w, {}, f.stride, f.padding);
+        const Tensor dy = test::random_tensor(y.shape(), DType::f32, ++seed);
+        const Conv2dGrads want =
+            kernels::conv2d_backward(dy, x, w, f.stride, f.padding, {1, 1}, 1, {true, true, true});
+        const Conv2dGrads got = kernels::conv2d_backward(
+            dy.contiguous(MemoryFormat::channels_last), x.contiguous(MemoryFormat::channels_last),
+            w, f.stride, f.padding, {1, 1}, 1, {true, true, true});
+        REQUIRE(got.input.is_contiguous(MemoryFormat::channels_last));
+        test::check_close(got.input, want.input, 1e-5, 1e-5);
+        test::check_close(got.weight, want.weight, 1e-5, 1e-4);
+        test::check_close(got.bias, want.bias, 1e-5, 1e-4);
+    }
 }
