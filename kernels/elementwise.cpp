@@ -17,47 +17,76 @@ namespace ember::kernels {
 
 const char* op_name(UnaryOp op) {
     switch (op) {
-        case UnaryOp::neg: return "neg";
-        case UnaryOp::abs: return "abs";
-        case UnaryOp::exp: return "exp";
-        case UnaryOp::log: return "log";
-        case UnaryOp::sqrt: return "sqrt";
-        case UnaryOp::rsqrt: return "rsqrt";
-        case UnaryOp::relu: return "relu";
-        case UnaryOp::gelu: return "gelu";
-        case UnaryOp::gelu_tanh: return "gelu(tanh)";
-        case UnaryOp::sigmoid: return "sigmoid";
-        case UnaryOp::tanh: return "tanh";
+        case UnaryOp::neg:
+            return "neg";
+        case UnaryOp::abs:
+            return "abs";
+        case UnaryOp::exp:
+            return "exp";
+        case UnaryOp::log:
+            return "log";
+        case UnaryOp::sqrt:
+            return "sqrt";
+        case UnaryOp::rsqrt:
+            return "rsqrt";
+        case UnaryOp::relu:
+            return "relu";
+        case UnaryOp::gelu:
+            return "gelu";
+        case UnaryOp::gelu_tanh:
+            return "gelu(tanh)";
+        case UnaryOp::sigmoid:
+            return "sigmoid";
+        case UnaryOp::tanh:
+            return "tanh";
     }
     return "unary";
 }
 
 const char* op_name(BinaryOp op) {
     switch (op) {
-        case BinaryOp::add: return "add";
-        case BinaryOp::sub: return "sub";
-        case BinaryOp::mul: return "mul";
-        case BinaryOp::div: return "div";
-        case BinaryOp::pow: return "pow";
-        case BinaryOp::maximum: return "maximum";
-        case BinaryOp::minimum: return "minimum";
-        case BinaryOp::relu_backward: return "relu_backward";
-        case BinaryOp::gelu_backward: return "gelu_backward";
-        case BinaryOp::gelu_tanh_backward: return "gelu_tanh_backward";
-        case BinaryOp::sigmoid_backward: return "sigmoid_backward";
-        case BinaryOp::tanh_backward: return "tanh_backward";
+        case BinaryOp::add:
+            return "add";
+        case BinaryOp::sub:
+            return "sub";
+        case BinaryOp::mul:
+            return "mul";
+        case BinaryOp::div:
+            return "div";
+        case BinaryOp::pow:
+            return "pow";
+        case BinaryOp::maximum:
+            return "maximum";
+        case BinaryOp::minimum:
+            return "minimum";
+        case BinaryOp::relu_backward:
+            return "relu_backward";
+        case BinaryOp::gelu_backward:
+            return "gelu_backward";
+        case BinaryOp::gelu_tanh_backward:
+            return "gelu_tanh_backward";
+        case BinaryOp::sigmoid_backward:
+            return "sigmoid_backward";
+        case BinaryOp::tanh_backward:
+            return "tanh_backward";
     }
     return "binary";
 }
 
 const char* op_name(CompareOp op) {
     switch (op) {
-        case CompareOp::eq: return "eq";
-        case CompareOp::ne: return "ne";
-        case CompareOp::lt: return "lt";
-        case CompareOp::le: return "le";
-        case CompareOp::gt: return "gt";
-        case CompareOp::ge: return "ge";
+        case CompareOp::eq:
+            return "eq";
+        case CompareOp::ne:
+            return "ne";
+        case CompareOp::lt:
+            return "lt";
+        case CompareOp::le:
+            return "le";
+        case CompareOp::gt:
+            return "gt";
+        case CompareOp::ge:
+            return "ge";
     }
     return "compare";
 }
@@ -107,8 +136,9 @@ void run_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     if (out.numel() == 0) return;
     const char* name = op_name(op);
     const View o = view_of(out, name), i = view_of(in, name);
-    dispatch({name, out.device(), {&out, &in}}, [&] { cpu::unary(op, o, i); },
-             [&](auto stream) { cuda::unary(op, o, i, stream); });
+    dispatch(
+        {name, out.device(), {&out, &in}}, [&] { cpu::unary(op, o, i); },
+        [&](auto stream) { cuda::unary(op, o, i, stream); });
 }
 
 void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -116,16 +146,18 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
     const char* name = op_name(op);
     const View o = view_of(out, name);
     const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
-    dispatch({name, out.device(), {&out, &a, &b}}, [&] { cpu::binary(op, o, va, vb); },
-             [&](auto stream) { cuda::binary(op, o, va, vb, stream); });
+    dispatch(
+        {name, out.device(), {&out, &a, &b}}, [&] { cpu::binary(op, o, va, vb); },
+        [&](auto stream) { cuda::binary(op, o, va, vb, stream); });
 }
 
 void run_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double s) {
     if (out.numel() == 0) return;
     const char* name = op_name(op);
     const View o = view_of(out, name), va = view_of(a, name);
-    dispatch({name, out.device(), {&out, &a}}, [&] { cpu::binary_scalar(op, o, va, s); },
-             [&](auto stream) { cuda::binary_scalar(op, o, va, s, stream); });
+    dispatch(
+        {name, out.device(), {&out, &a}}, [&] { cpu::binary_scalar(op, o, va, s); },
+        [&](auto stream) { cuda::binary_scalar(op, o, va, s, stream); });
 }
 
 void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -133,16 +165,28 @@ void run_compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor&
     const char* name = op_name(op);
     const View o = view_of(out, name);
     const View va = broadcast_view(a, out.shape(), name), vb = broadcast_view(b, out.shape(), name);
-    dispatch({name, out.device(), {&out, &a, &b}}, [&] { cpu::compare(op, o, va, vb); },
-             [&](auto stream) { cuda::compare(op, o, va, vb, stream); });
+    dispatch(
+        {name, out.device(), {&out, &a, &b}}, [&] { cpu::compare(op, o, va, vb); },
+        [&](auto stream) { cuda::compare(op, o, va, vb, stream); });
 }
 
 void run_compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double s) {
     if (out.numel() == 0) return;
     const char* name = op_name(op);
     const View o = view_of(out, name), va = view_of(a, name);
-    dispatch({name, out.device(), {&out, &a}}, [&] { cpu::compare_scalar(op, o, va, s); },
-             [&](auto stream) { cuda::compare_scalar(op, o, va, s, stream); });
+    dispatch(
+        {name, out.device(), {&out, &a}}, [&] { cpu::compare_scalar(op, o, va, s); },
+        [&](auto stream) { cuda::compare_scalar(op, o, va, s, stream); });
+}
+
+// The memory format of an elementwise result of `shape`: channels-last when
+// an operand of that very shape (not broadcast) is, else contiguous — so a
+// channels-last activation stays so through ReLU, adds and their backwards.
+MemoryFormat result_format(const Shape& shape, std::initializer_list<const Tensor*> operands) {
+    for (const Tensor* t : operands)
+        if (t->shape() == shape && t->suggest_memory_format() == MemoryFormat::channels_last)
+            return MemoryFormat::channels_last;
+    return MemoryFormat::contiguous;
 }
 
 }  // namespace
@@ -155,7 +199,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
     DType t = x.dtype();
     if (floating_only(op) && !is_floating(t)) t = DType::f32;  // as torch.exp(int tensor)
     EMBER_CHECK(t != DType::boolean, name, ": not supported for bool tensors, got ", describe(x));
-    Tensor out = empty(x.shape(), like(x, t));
+    Tensor out = empty(x.shape(), like(x, t), result_format(x.shape(), {&x}));
     run_unary(op, out, as_dtype(x, t));
     return out;
 }
@@ -164,7 +208,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     const char* name = op_name(op);
     check_same_device({&a, &b}, name);
     const DType t = binary_dtype(op, a, b);
-    Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), like(a, t));
+    const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+    Tensor out = empty(shape, like(a, t), result_format(shape, {&a, &b}));
     run_binary(op, out, as_dtype(a, t), as_dtype(b, t));
     return out;
 }
@@ -172,7 +217,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor binary(BinaryOp op, const Tensor& a, double s) {
     EMBER_CHECK(a.defined(), op_name(op), ": undefined tensor");
     const DType t = promote_with_scalar(a.dtype(), true);
-    Tensor out = empty(a.shape(), like(a, t));
+    Tensor out = empty(a.shape(), like(a, t), result_format(a.shape(), {&a}));
     run_binary_scalar(op, out, as_dtype(a, t), s);
     return out;
 }
@@ -236,8 +281,9 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
     if (out.numel() == 0) return out;
     const View o = view_of(out, "clamp"), i = view_of(x, "clamp");
     const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
-    dispatch({"clamp", out.device(), {&out, &x}}, [&] { cpu::clamp(o, i, l, h); },
-             [&](auto stream) { cuda::clamp(o, i, l, h, stream); });
+    dispatch(
+        {"clamp", out.device(), {&out, &x}}, [&] { cpu::clamp(o, i, l, h); },
+        [&](auto stream) { cuda::clamp(o, i, l, h, stream); });
     return out;
 }
 
@@ -257,8 +303,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const Tensor at = as_dtype(a, t), bt = as_dtype(b, t);  // alive while the views are used
     const View o = view_of(out, "where"), c = broadcast_view(cond, shape, "where");
     const View va = broadcast_view(at, shape, "where"), vb = broadcast_view(bt, shape, "where");
-    dispatch({"where", out.device(), {&out, &cond, &at, &bt}}, [&] { cpu::where(o, c, va, vb); },
-             [&](auto stream) { cuda::where(o, c, va, vb, stream); });
+    dispatch(
+        {"where", out.device(), {&out, &cond, &at, &bt}}, [&] { cpu::where(o, c, va, vb); },
+        [&](auto stream) { cuda::where(o, c, va, vb, stream); });
     return out;
 }
 
@@ -279,16 +326,20 @@ Tensor maximum(const Tensor& a, double s) { return binary(BinaryOp::maximum, a, 
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::minimum, a, b); }
 Tensor minimum(const Tensor& a, double s) { return binary(BinaryOp::minimum, a, s); }
 
-Tensor relu_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::relu_backward, g, y); }
+Tensor relu_backward(const Tensor& g, const Tensor& y) {
+    return binary(BinaryOp::relu_backward, g, y);
+}
 Tensor gelu_backward(const Tensor& g, const Tensor& x, GeluApprox approximate) {
-    return binary(approximate == GeluApprox::tanh ? BinaryOp::gelu_tanh_backward
-                                                  : BinaryOp::gelu_backward,
-                  g, x);
+    return binary(
+        approximate == GeluApprox::tanh ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_backward, g,
+        x);
 }
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
     return binary(BinaryOp::sigmoid_backward, g, y);
 }
-Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::tanh_backward, g, y); }
+Tensor tanh_backward(const Tensor& g, const Tensor& y) {
+    return binary(BinaryOp::tanh_backward, g, y);
+}
 
 Tensor add_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::add, a, b); }
 Tensor add_(const Tensor& a, double s) { return binary_(BinaryOp::add, a, s); }

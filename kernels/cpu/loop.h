@@ -6,14 +6,14 @@
 // contiguous run becomes a plain indexed loop the compiler vectorizes.
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
-#include <cstdint>
 #include <utility>
-
-#include <omp.h>
 
 #include "kernels/view.h"
 
@@ -31,16 +31,29 @@ struct StridedLoop {
     char* base[N] = {};
 };
 
-/// Coalesces the operands' common shape: drops size-1 dims and merges
-/// neighbours that are contiguous with each other in every operand.
+/// Coalesces the operands' common shape: drops size-1 dims, orders the dims
+/// as operand 0 (the output) lies in memory (outermost first: a
+/// channels-last output walks N, H, W, C), and merges neighbours that are
+/// contiguous with each other in every operand. Every element is visited
+/// once whatever the order; a row-major operand 0 keeps its order.
 template <int N>
 StridedLoop<N> make_loop(const std::array<const View*, N>& ops) {
     StridedLoop<N> L;
     const View& v0 = *ops[0];
     L.numel = v0.numel();
     for (int k = 0; k < N; ++k) L.base[k] = ops[k]->data;
-    for (int d = 0; d < v0.ndim; ++d) {
-        if (v0.shape[d] == 1) continue;
+    int order[kMaxDims];
+    int dims = 0;
+    for (int d = 0; d < v0.ndim; ++d)
+        if (v0.shape[d] != 1) order[dims++] = d;
+    // Stable: equal strides (stride-0 outputs do not occur) keep their order.
+    std::stable_sort(order, order + dims, [&](int a, int b) {
+        const int64_t sa = v0.strides[a] < 0 ? -v0.strides[a] : v0.strides[a];
+        const int64_t sb = v0.strides[b] < 0 ? -v0.strides[b] : v0.strides[b];
+        return sa > sb;
+    });
+    for (int i = 0; i < dims; ++i) {
+        const int d = order[i];
         const int j = L.ndim++;
         L.shape[j] = v0.shape[d];
         for (int k = 0; k < N; ++k)
@@ -133,7 +146,8 @@ void map_impl(const std::array<const View*, 1 + sizeof...(In)>& ops, F& f,
     const StridedLoop<N> L = make_loop<N>(ops);
     for_each_run(L, [&f](char** p, const int64_t* s, int64_t n) {
         Out* o = reinterpret_cast<Out*>(p[0]);
-        const bool dense = s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...);
+        const bool dense =
+            s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...);
         if (dense) {
             std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
             for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);

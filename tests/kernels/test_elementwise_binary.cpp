@@ -196,3 +196,34 @@ TEST_CASE("integer arithmetic wraps and integer pow is exact", "[elementwise][in
     check_close(K::pow(from_vector(std::vector<int32_t>{2}), from_vector(std::vector<int32_t>{40})),
                 std::vector<double>{0}, 0, 0);
 }
+
+TEST_CASE("elementwise results keep a channels-last operand's format", "[elementwise][format]") {
+    // Large enough for the threaded loop; values from the row-major reference.
+    const Tensor a = random_tensor({4, 16, 30, 30}, DType::f32, 31);
+    const Tensor b = random_tensor({4, 16, 30, 30}, DType::f32, 32);
+    const Tensor al = a.contiguous(MemoryFormat::channels_last);
+    const Tensor bl = b.contiguous(MemoryFormat::channels_last);
+    auto same = [](const Tensor& got, const Tensor& want) {
+        REQUIRE(got.to_vector<float>() == want.to_vector<float>());
+    };
+    const Tensor sum_l = K::add(al, bl);
+    REQUIRE(sum_l.is_contiguous(MemoryFormat::channels_last));
+    same(sum_l, K::add(a, b));
+    const Tensor mixed = K::mul(al, b);  // the first channels-last operand decides
+    REQUIRE(mixed.is_contiguous(MemoryFormat::channels_last));
+    same(mixed, K::mul(a, b));
+    const Tensor relu_g = K::relu_backward(bl, al);
+    REQUIRE(relu_g.is_contiguous(MemoryFormat::channels_last));
+    same(relu_g, K::relu_backward(b, a));
+    const Tensor r = K::relu(al);
+    REQUIRE(r.is_contiguous(MemoryFormat::channels_last));
+    same(r, K::relu(a));
+    const Tensor scaled = K::mul(al, 0.5);
+    REQUIRE(scaled.is_contiguous(MemoryFormat::channels_last));
+    same(scaled, K::mul(a, 0.5));
+    // A broadcast channels-last operand does not decide; row-major operands stay row-major.
+    const Tensor bias = random_tensor({1, 16, 1, 1}, DType::f32, 33);
+    REQUIRE(K::add(a, bias).is_contiguous());
+    REQUIRE(K::add(al, bias).is_contiguous(MemoryFormat::channels_last));
+    same(K::add(al, bias), K::add(a, bias));
+}
