@@ -43,8 +43,9 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
-    if (is_contiguous(format)) return *this;
-    return record_identity("contiguous", *this, kernels::contiguous(*this, format));
+    const Tensor out = kernels::contiguous(*this, format);
+    if (out.is_same(*this)) return *this;
+    return record_identity("contiguous", *this, out);
 }
 
 Tensor Tensor::clone() const {

@@ -114,8 +114,8 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
     train_step(model, x, y);
     const size_t peak = memory_stats().peak_allocated_bytes - before;
 
-    const std::vector<double> ms = interleaved_median_ms(
-        {[&] { train_step(model, x, y); }, gemms}, o);
+    const std::vector<double> ms =
+        interleaved_median_ms({[&] { train_step(model, x, y); }, gemms}, o);
     const double step_ms = ms[0], gemm_ms = ms[1];
     char ratio[96];
     std::snprintf(ratio, sizeof ratio, "step/GEMMs %.2fx; step peak %s over weights + data",
@@ -147,9 +147,9 @@ void run_mlp(const Options& o, Report& report) {
     }
     auto gemms = [&] {
         for (size_t l = 0; l < layers.size(); ++l) {
-            kernels::matmul(acts[l], weights[l].t());                 // forward
-            kernels::matmul(grads[l].t(), acts[l]);                   // weight gradient
-            if (l > 0) kernels::matmul(grads[l], weights[l]);         // input gradient
+            kernels::matmul(acts[l], weights[l].t());          // forward
+            kernels::matmul(grads[l].t(), acts[l]);            // weight gradient
+            if (l > 0) kernels::matmul(grads[l], weights[l]);  // input gradient
         }
     };
     report_pair("mlp", "batch " + std::to_string(batch), *model, x, y, gemms, flops, o, report);
@@ -159,11 +159,15 @@ struct ConvCall {
     int64_t c, o, h, k, stride, pad;  // input [N, c, h, h], kernel k×k
 };
 
-void run_resnet8(const Options& o, Report& report) {
+// resnet8's step; with channels_last, on a channels-last batch (every
+// activation and activation gradient then channels-last).
+void run_resnet8(const Options& o, Report& report, bool channels_last) {
     const int64_t batch = o.quick ? 8 : 128;
+    const MemoryFormat format =
+        channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
     manual_seed(2);
     nn::ResNet8 model;
-    const Tensor x = randn({batch, 1, 28, 28});
+    const Tensor x = randn({batch, 1, 28, 28}).contiguous(format);
     const Tensor y = randint(0, 10, {batch});
     // resnet8's convolutions (nn/models.cpp): stem, three blocks, two 1×1 shortcuts.
     const std::vector<ConvCall> convs = {
@@ -178,27 +182,29 @@ void run_resnet8(const Options& o, Report& report) {
     double flops = 0;
     for (const ConvCall& c : convs) {
         const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1;
-        bufs.push_back({randn({batch, c.c, c.h, c.h}), randn({c.o, c.c, c.k, c.k}),
-                        randn({batch, c.o, oh, oh}), c});
+        bufs.push_back({randn({batch, c.c, c.h, c.h}).contiguous(format),
+                        randn({c.o, c.c, c.k, c.k}), randn({batch, c.o, oh, oh}).contiguous(format),
+                        c});
         const double f = 2.0 * double(batch * c.o * oh * oh * c.c * c.k * c.k);
         flops += f * (c.c == 1 ? 2 : 3);  // the stem's input needs no gradient
     }
     auto gemms = [&] {
         for (const Buffers& b : bufs) {
             kernels::conv2d(b.in, b.w, {}, {b.c.stride, b.c.stride}, {b.c.pad, b.c.pad});
-            kernels::conv2d_backward(b.dy, b.in, b.w, {b.c.stride, b.c.stride},
-                                     {b.c.pad, b.c.pad}, {1, 1}, 1, {b.c.c != 1, true, false});
+            kernels::conv2d_backward(b.dy, b.in, b.w, {b.c.stride, b.c.stride}, {b.c.pad, b.c.pad},
+                                     {1, 1}, 1, {b.c.c != 1, true, false});
         }
     };
-    report_pair("resnet8", "batch " + std::to_string(batch), model, x, y, gemms, flops, o,
-                report);
+    report_pair(channels_last ? "resnet8 channels_last" : "resnet8",
+                "batch " + std::to_string(batch), model, x, y, gemms, flops, o, report);
 }
 
 }  // namespace
 
 void run_train(const Options& o, Report& report) {
     run_mlp(o, report);
-    run_resnet8(o, report);
+    run_resnet8(o, report, false);
+    run_resnet8(o, report, true);
 }
 
 }  // namespace ember::bench

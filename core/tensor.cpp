@@ -98,7 +98,11 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
 }
 
 MemoryFormat Tensor::suggest_memory_format() const {
-    return is_contiguous(MemoryFormat::channels_last) && !is_contiguous()
+    if (!is_contiguous(MemoryFormat::channels_last)) return MemoryFormat::contiguous;
+    if (!is_contiguous()) return MemoryFormat::channels_last;
+    // Both (one channel, or one pixel): the strides as they are decide.
+    return strides() == format_strides(shape(), MemoryFormat::channels_last) &&
+                   strides() != contiguous_strides(shape())
                ? MemoryFormat::channels_last
                : MemoryFormat::contiguous;
 }

@@ -97,9 +97,10 @@ class Tensor {
     /// Laid out densely in `format` (size-1 dims may have any stride); for
     /// channels_last, false unless 4-d.
     bool is_contiguous(MemoryFormat format) const;
-    /// channels_last when this is a 4-d tensor laid out NHWC and not also
-    /// NCHW (one channel, or one pixel, is both); contiguous otherwise. The
-    /// format an op's result takes from its input.
+    /// channels_last when this is a 4-d tensor laid out NHWC, and not also
+    /// NCHW unless its strides are exactly NHWC's (one channel, or one pixel,
+    /// is both: contiguous(channels_last) gives it NHWC's strides);
+    /// contiguous otherwise. The format an op's result takes from its input.
     MemoryFormat suggest_memory_format() const;
     /// True when both handles refer to the same TensorImpl.
     bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
@@ -134,8 +135,9 @@ class Tensor {
     // ---- Computing methods (defined in autograd/tensor_methods.cpp) ----
     /// This tensor if contiguous, else a contiguous copy.
     Tensor contiguous() const;
-    /// This tensor if laid out densely in `format`, else a copy that is
-    /// (channels_last needs 4 dims). Differentiable; values are unchanged.
+    /// This tensor if laid out densely in `format` (for channels_last: and
+    /// suggesting it), else a copy that is (channels_last needs 4 dims).
+    /// Differentiable; values are unchanged.
     Tensor contiguous(MemoryFormat format) const;
     /// A contiguous copy with its own storage.
     Tensor clone() const;

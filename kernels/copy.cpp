@@ -80,7 +80,9 @@ Tensor clone(const Tensor& src) { return cast(src, src.dtype()); }
 Tensor contiguous(const Tensor& src) { return src.is_contiguous() ? src : clone(src); }
 
 Tensor contiguous(const Tensor& src, MemoryFormat format) {
-    if (src.is_contiguous(format)) return src;
+    if (format == MemoryFormat::contiguous ? src.is_contiguous()
+                                           : src.suggest_memory_format() == format)
+        return src;
     Tensor out = empty(src.shape(), like(src), format);
     copy(out, src);
     return out;

@@ -16,7 +16,8 @@ Tensor cast(const Tensor& src, DType dtype);
 Tensor clone(const Tensor& src);
 /// src itself when contiguous, else clone(src).
 Tensor contiguous(const Tensor& src);
-/// src itself when laid out densely in `format`, else a copy that is.
+/// src itself when laid out densely in `format` (channels_last: and
+/// suggesting it), else a copy that is.
 Tensor contiguous(const Tensor& src, MemoryFormat format);
 /// src seen with `shape` (one size may be -1): a view when its strides allow
 /// it, else a view of contiguous(src). Records nothing (Tensor::reshape does).

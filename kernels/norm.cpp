@@ -1,5 +1,6 @@
 // Front for batch norm and layer norm: argument checks with the shapes in the
-// message, x brought to a contiguous [N, C, S] or [R, M], allocation of the
+// message, x brought to a dense [N, C, S] (contiguous, or channels-last on
+// the CPU, which the results keep) or [R, M], allocation of the
 // outputs and saved statistics, and one call through the dispatch. Kernels:
 // kernels/cpu/norm.cpp and kernels/cuda/batch_norm.cu and layer_norm.cu.
 #include "kernels/norm.h"
@@ -78,7 +79,14 @@ int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
     return C;
 }
 
-// A contiguous x seen as [N, C, S] (x non-empty).
+// The layout batch norm computes and returns x's results in: channels-last
+// on the CPU for a channels-last x (its kernels read either), else
+// contiguous (the CUDA kernels read contiguous planes).
+MemoryFormat layout(const Tensor& x) {
+    return x.device().is_cpu() ? x.suggest_memory_format() : MemoryFormat::contiguous;
+}
+
+// A dense x (contiguous or channels-last) seen as [N, C, S] (x non-empty).
 View ncs_view(const Tensor& xc, const char* op) {
     const Shape& s = xc.shape();
     return view_of(reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
@@ -121,11 +129,12 @@ BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& we
     EMBER_CHECK(n >= 2, op, ": expected more than 1 value per channel when training, got input ",
                 describe(x));
     const TensorOptions stats = like(x, acc_dtype(x.dtype()));
-    BatchNormForward r{empty(x.shape(), like(x)), empty({C}, stats), empty({C}, stats)};
+    const MemoryFormat format = layout(x);
+    BatchNormForward r{empty(x.shape(), like(x), format), empty({C}, stats), empty({C}, stats)};
     if (C == 0) return r;
-    // perf: a strided input is copied first; the kernel reads contiguous planes.
-    const Tensor xc = contiguous(x);
-    const Tensor rc = residual ? contiguous(*residual) : Tensor();
+    // perf: a strided input is copied first; the kernel reads dense planes or pixels.
+    const Tensor xc = contiguous(x, format);
+    const Tensor rc = residual ? contiguous(*residual, format) : Tensor();
     const BatchNormArgs a{.out = ncs_view(r.output, op),
                           .save_mean = view_of(r.save_mean, op),
                           .save_invstd = view_of(r.save_invstd, op),
@@ -186,9 +195,10 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor&
     check_param(op, "running_mean", running_mean, x, {C});
     check_param(op, "running_var", running_var, x, {C});
     check_eps(op, eps);
-    Tensor out = empty(x.shape(), like(x));
+    const MemoryFormat format = layout(x);
+    Tensor out = empty(x.shape(), like(x), format);
     if (out.numel() == 0) return out;
-    const Tensor xc = contiguous(x);  // perf: strided input copied first
+    const Tensor xc = contiguous(x, format);  // perf: strided input copied first
     const BatchNormArgs a{.out = ncs_view(out, op),
                           .x = ncs_view(xc, op),
                           .weight = optional_view(weight, op),
@@ -220,16 +230,17 @@ NormGrads train_backward(const char* op, bool relu, const Tensor& grad_y, const 
     }
     check_saved(op, "save_mean", save_mean, x, {C});
     check_saved(op, "save_invstd", save_invstd, x, {C});
-    NormGrads r{need[0] ? empty(x.shape(), like(x)) : Tensor(), param_grad(need[1], weight, {C}, x),
-                param_grad(need[2], weight, {C}, x)};
+    const MemoryFormat format = layout(x);
+    NormGrads r{need[0] ? empty(x.shape(), like(x), format) : Tensor(),
+                param_grad(need[1], weight, {C}, x), param_grad(need[2], weight, {C}, x)};
     if (x.numel() == 0) {  // no values: Σ g and Σ g·x̂ are 0
         if (r.weight.defined()) fill(r.weight, 0);
         if (r.bias.defined()) fill(r.bias, 0);
         return r;
     }
     // perf: strided inputs are copied first.
-    const Tensor xc = contiguous(x), gc = contiguous(grad_y);
-    const Tensor yc = relu ? contiguous(relu_out) : Tensor();
+    const Tensor xc = contiguous(x, format), gc = contiguous(grad_y, format);
+    const Tensor yc = relu ? contiguous(relu_out, format) : Tensor();
     const BatchNormBackwardArgs a{r.input.defined() ? ncs_view(r.input, op) : View{},
                                   optional_view(r.weight, op),
                                   optional_view(r.bias, op),

@@ -24,7 +24,9 @@ void check_input(const Tensor& input, const char* op) {
 }
 
 // Input seen as 4-d.
-Tensor batched(const Tensor& input) { return input.dim() == 3 ? views::unsqueeze(input, 0) : input; }
+Tensor batched(const Tensor& input) {
+    return input.dim() == 3 ? views::unsqueeze(input, 0) : input;
+}
 // A 4-d result shaped like the caller's input.
 Tensor unbatched(const Tensor& out, const Tensor& input) {
     return input.dim() == 3 ? views::squeeze(out, 0) : out;
@@ -41,8 +43,8 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
 }
 
 // Checks a window and returns it with the output shape [N, C, OH, OW] of the 4-d input x.
-Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding,
-                              Int2 dilation, bool ceil_mode, const char* op, Shape* out) {
+Pool2dWindow make_window(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding, Int2 dilation,
+                         bool ceil_mode, const char* op, Shape* out) {
     if (stride[0] == 0 && stride[1] == 0) stride = kernel;
     EMBER_CHECK(kernel[0] >= 1 && kernel[1] >= 1 && stride[0] >= 1 && stride[1] >= 1 &&
                     dilation[0] >= 1 && dilation[1] >= 1,
@@ -116,13 +118,14 @@ void check_output_shape(const Tensor& grad_output, const Tensor& input, Shape wa
 
 // A zeroed-by-the-kernel grad_input for the 4-d input x, in the kernels'
 // accumulation type (f32 for f16/bf16: rounded once, at the end).
-Tensor grad_buffer(const Tensor& x) {
-    return empty(x.shape(), like(x, acc_dtype(x.dtype())));
-}
+Tensor grad_buffer(const Tensor& x) { return empty(x.shape(), like(x, acc_dtype(x.dtype()))); }
 
-// The buffer as the caller's gradient: input's dtype and shape.
+// The buffer as the caller's gradient: input's dtype, shape and memory
+// format (a channels-last input's gradient is converted: the kernels write
+// contiguous planes).
 Tensor finish(const Tensor& dx, const Tensor& input) {
-    return unbatched(dx.dtype() == input.dtype() ? dx : cast(dx, input.dtype()), input);
+    const Tensor g = unbatched(dx.dtype() == input.dtype() ? dx : cast(dx, input.dtype()), input);
+    return contiguous(g, input.suggest_memory_format());
 }
 
 }  // namespace
@@ -138,9 +141,10 @@ MaxPool2dResult max_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 p
     if (values.numel() > 0) {
         const View v = view_of(values), i = view_of(indices), in = view_of(x);
         // CUDA: a hand-written kernel (cuDNN's pooling returns no indices).
-        dispatch({"max_pool2d", x.device(), {&values, &indices, &x}},
-                 [&] { cpu::max_pool2d(v, i, in, w); },
-                 [&](auto stream) { cuda::max_pool2d(v, i, in, w, stream); });
+        dispatch(
+            {"max_pool2d", x.device(), {&values, &indices, &x}},
+            [&] { cpu::max_pool2d(v, i, in, w); },
+            [&](auto stream) { cuda::max_pool2d(v, i, in, w, stream); });
     }
     return {unbatched(values, input), unbatched(indices, input)};
 }
@@ -155,9 +159,10 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride, Int2 padding, b
     Tensor out = empty(shape, like(x));
     if (out.numel() > 0) {
         const View o = view_of(out), in = view_of(x);
-        dispatch({"avg_pool2d", x.device(), {&out, &x}},
-                 [&] { cpu::avg_pool2d(o, in, w, count_include_pad); },
-                 [&](auto stream) { cuda::avg_pool2d(o, in, w, count_include_pad, stream); });
+        dispatch(
+            {"avg_pool2d", x.device(), {&out, &x}},
+            [&] { cpu::avg_pool2d(o, in, w, count_include_pad); },
+            [&](auto stream) { cuda::avg_pool2d(o, in, w, count_include_pad, stream); });
     }
     return unbatched(out, input);
 }
@@ -172,9 +177,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
     Tensor out = empty({x.size(0), x.size(1), output_size[0], output_size[1]}, like(x));
     if (out.numel() > 0) {
         const View o = view_of(out), in = view_of(x);
-        dispatch({"adaptive_avg_pool2d", x.device(), {&out, &x}},
-                 [&] { cpu::adaptive_avg_pool2d(o, in); },
-                 [&](auto stream) { cuda::adaptive_avg_pool2d(o, in, stream); });
+        dispatch(
+            {"adaptive_avg_pool2d", x.device(), {&out, &x}},
+            [&] { cpu::adaptive_avg_pool2d(o, in); },
+            [&](auto stream) { cuda::adaptive_avg_pool2d(o, in, stream); });
     }
     return unbatched(out, input);
 }
@@ -196,9 +202,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const
         // CUDA: one thread per input element summing the outputs that chose
         // it (atomicAdd would not be deterministic); a bad index raises the
         // device error flag and surfaces at the next synchronization.
-        dispatch({op, x.device(), {&dx, &dy, &idx}},
-                 [&] { bad = cpu::max_pool2d_backward(gx, gy, vi); },
-                 [&](auto stream) { cuda::max_pool2d_backward(gx, gy, vi, stream); });
+        dispatch(
+            {op, x.device(), {&dx, &dy, &idx}}, [&] { bad = cpu::max_pool2d_backward(gx, gy, vi); },
+            [&](auto stream) { cuda::max_pool2d_backward(gx, gy, vi, stream); });
         if (bad)
             EMBER_FAIL(op, ": index ", *bad, " in indices ", describe(indices), " is outside the ",
                        x.size(2), "x", x.size(3), " plane of input ", describe(input));
@@ -212,18 +218,16 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, Int2 
     check_grad(grad_output, input, op);
     const Tensor x = batched(input);
     Shape shape;
-    const Pool2dWindow w =
-        make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, op, &shape);
+    const Pool2dWindow w = make_window(x, kernel, stride, padding, {1, 1}, ceil_mode, op, &shape);
     check_output_shape(grad_output, input, shape, "avg_pool2d", op);
     const Tensor dy = batched(grad_output);
     Tensor dx = grad_buffer(x);
     if (dx.numel() > 0) {
         const View gx = view_of(dx), gy = view_of(dy);
-        dispatch({op, x.device(), {&dx, &dy}},
-                 [&] { cpu::avg_pool2d_backward(gx, gy, w, count_include_pad); },
-                 [&](auto stream) {
-                     cuda::avg_pool2d_backward(gx, gy, w, count_include_pad, stream);
-                 });
+        dispatch(
+            {op, x.device(), {&dx, &dy}},
+            [&] { cpu::avg_pool2d_backward(gx, gy, w, count_include_pad); },
+            [&](auto stream) { cuda::avg_pool2d_backward(gx, gy, w, count_include_pad, stream); });
     }
     return finish(dx, input);
 }
@@ -240,9 +244,9 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& inp
     Tensor dx = grad_buffer(x);
     if (dx.numel() > 0) {
         const View gx = view_of(dx), gy = view_of(dy);
-        dispatch({op, x.device(), {&dx, &dy}},
-                 [&] { cpu::adaptive_avg_pool2d_backward(gx, gy); },
-                 [&](auto stream) { cuda::adaptive_avg_pool2d_backward(gx, gy, stream); });
+        dispatch(
+            {op, x.device(), {&dx, &dy}}, [&] { cpu::adaptive_avg_pool2d_backward(gx, gy); },
+            [&](auto stream) { cuda::adaptive_avg_pool2d_backward(gx, gy, stream); });
     }
     return finish(dx, input);
 }

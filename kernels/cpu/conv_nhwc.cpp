@@ -320,6 +320,14 @@ void grad_weight(const Conv2dShape& s, const float* grad_out, const float* in, f
         const float* dy = grad_out + n0 * dy_image;
         float* part = partials.data() + chunk * size;
         const int64_t xs = s.sw * s.c, xrow = s.sh * wpx * s.c;
+        if (s.c == 1 && s.sw == 1 && s.dw == 1 && s.kw <= tp.rows) {
+            // One channel (a stem): a kernel row's taps are adjacent pixels, one tile.
+            for (int64_t i = 0; i < s.kh; ++i)
+                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * tp.v)
+                    tp.table[s.kw - 1](dy + o0, s.o, dy_image, x + i * s.dh * wpx, 1, xrow, x_image,
+                                       m, s.oh, s.ow, part + i * s.kw * s.o + o0, s.o);
+            return;
+        }
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
                 const int64_t t = i * s.kw + j;

@@ -116,6 +116,83 @@ std::vector<Sums> channel_sums(int64_t N, int64_t C, int64_t S, const F& term) {
     return out;
 }
 
+// Note [Channels-last batch norm]
+// A channels-last [N, C, H, W] tensor reaches the kernels as an [N, C, S]
+// View with strides (S·C, 1, C): a pixel's channels adjacent. Its channel
+// sums run over images (threads) and pixels (in order), the channels of a
+// pixel in vector lanes: out[c] = Σ_n (Σ_s term), the images' partials added
+// in order of n — the same additions for any thread count, though not in
+// the order of the NCHW sums' lanes. Elementwise passes walk pixels, the
+// channels in vector lanes, with the NCHW passes' arithmetic per element.
+
+// Whether an [N, C, S] View lies channels-last (for C = 1 or S = 1 both
+// layouts are one, and the NCHW loops serve).
+bool is_last(const View& v) {
+    const int64_t C = v.shape[1], S = v.shape[2];
+    return C > 1 && S > 1 && v.strides[0] == S * C && v.strides[1] == 1 && v.strides[2] == C;
+}
+
+// Whether v is laid out as x is: contiguous, or channels-last as x.
+bool same_layout(const View& v, const View& x) {
+    return is_last(x) ? is_last(v) : v.is_contiguous();
+}
+
+// channel_sums for a channels-last [N, C, S] (Note [Channels-last batch norm]);
+// term(c, flat index) as there, the flat index (n·S + s)·C + c.
+template <class F>
+std::vector<Sums> channel_sums_last(int64_t N, int64_t C, int64_t S, const F& term_ref) {
+    const F term = term_ref;  // a local copy, as in plane_sum
+    std::vector<double> pa(size_t(N * C), 0.0), pb(size_t(N * C), 0.0);
+#pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
+    for (int64_t n = 0; n < N; ++n) {
+        double* a = pa.data() + n * C;
+        double* b = pb.data() + n * C;
+        for (int64_t s = 0; s < S; ++s) {
+            const int64_t base = (n * S + s) * C;
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) {
+                const Sums t = term(c, base + c);
+                a[c] += t.a;
+                b[c] += t.b;
+            }
+        }
+    }
+    std::vector<Sums> out(static_cast<size_t>(C));
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c) {
+            out[size_t(c)].a += pa[size_t(n * C + c)];
+            out[size_t(c)].b += pb[size_t(n * C + c)];
+        }
+    return out;
+}
+
+// Channel sums of either layout.
+template <class F>
+std::vector<Sums> sums_of(bool last, int64_t N, int64_t C, int64_t S, const F& term) {
+    return last ? channel_sums_last(N, C, S, term) : channel_sums(N, C, S, term);
+}
+
+// Calls f(c, i) for every element i of channel c of an [N, C, S], in runs the
+// compiler vectorizes: along a plane (NCHW) or a pixel's channels (channels-last).
+template <bool kLast, class F>
+void for_channel_elements(int64_t N, int64_t C, int64_t S, const F& f_ref) {
+    const F f = f_ref;
+    if constexpr (kLast) {
+#pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
+        for (int64_t p = 0; p < N * S; ++p) {
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) f(c, p * C + c);
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
+        for (int64_t p = 0; p < N * C; ++p) {
+            const int64_t c = p % C;
+#pragma omp simd
+            for (int64_t i = p * S; i < (p + 1) * S; ++i) f(c, i);
+        }
+    }
+}
+
 // Note [Subtracting the mean in f64]
 // Where a group's values nearly coincide, x − mean is far smaller than x, and
 // a mean rounded to f32 would leave few correct digits in it. The forwards
@@ -166,6 +243,35 @@ void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
     }
 }
 
+// affine_planes on a channels-last [N, C, S] (Note [Channels-last batch
+// norm]): the same arithmetic per element, the per-channel constants in
+// arrays the pixel loop reads as vectors.
+template <bool kRelu, class T>
+void affine_last(T* y, const T* x, int64_t N, int64_t C, int64_t S,
+                 const std::vector<double>& shift, const std::vector<double>& scale,
+                 const std::vector<double>& bias, const T* residual = nullptr) {
+    using A = math::Acc<T>;
+    std::vector<A> k(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (size_t c = 0; c < size_t(C); ++c) k[c] = A(scale[c]), b[c] = A(bias[c]);
+    const double* m = shift.data();
+    const A* kp = k.data();
+    const A* bp = b.data();
+    if (kRelu && residual) {
+        for_channel_elements<true>(N, C, S, [=](int64_t c, int64_t i) {
+            const T v = cast<T>(A(double(cast<A>(x[i])) - m[c]) * kp[c] + bp[c]);
+            y[i] = relu_rounded(cast<T>(cast<A>(v) + cast<A>(residual[i])));
+        });
+        return;
+    }
+    for_channel_elements<true>(N, C, S, [=](int64_t c, int64_t i) {
+        const T v = cast<T>(A(double(cast<A>(x[i])) - m[c]) * kp[c] + bp[c]);
+        if constexpr (kRelu)
+            y[i] = relu_rounded(v);
+        else
+            y[i] = v;
+    });
+}
+
 template <class T>
 void bn_forward_impl(const View& out, const View& save_mean, const View& save_invstd,
                      const View& xv, const View& weight, const View& bias, const View& running_mean,
@@ -174,15 +280,16 @@ void bn_forward_impl(const View& out, const View& save_mean, const View& save_in
     using A = math::Acc<T>;
     const int64_t N = xv.shape[0], C = xv.shape[1], S = xv.shape[2];
     const T* x = xv.ptr<const T>();
+    const bool last = is_last(xv);
     const double n = double(N * S);
     std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C)),
         invstd(static_cast<size_t>(C));
-    const std::vector<Sums> s1 = channel_sums(N, C, S, [x](int64_t, int64_t i) {
+    const std::vector<Sums> s1 = sums_of(last, N, C, S, [x](int64_t, int64_t i) {
         return Sums{double(cast<A>(x[i])), 0};
     });
     for (int64_t c = 0; c < C; ++c) mean[size_t(c)] = s1[size_t(c)].a / n;
     const double* mp = mean.data();
-    const std::vector<Sums> s2 = channel_sums(N, C, S, [x, mp](int64_t c, int64_t i) {
+    const std::vector<Sums> s2 = sums_of(last, N, C, S, [x, mp](int64_t c, int64_t i) {
         const double d = double(cast<A>(x[i])) - mp[c];
         return Sums{d * d, 0};
     });
@@ -205,9 +312,13 @@ void bn_forward_impl(const View& out, const View& save_mean, const View& save_in
     std::vector<double> scale = read_vector(weight, C, 1);
     for (size_t c = 0; c < size_t(C); ++c) scale[c] *= invstd[c];
     const std::vector<double> b = read_vector(bias, C, 0);
-    if (relu)
-        affine_planes<true>(out.ptr<T>(), x, N, C, S, mean, scale, b,
-                            residual.data ? residual.ptr<const T>() : nullptr);
+    const T* res = residual.data ? residual.ptr<const T>() : nullptr;
+    if (last && relu)
+        affine_last<true>(out.ptr<T>(), x, N, C, S, mean, scale, b, res);
+    else if (last)
+        affine_last<false>(out.ptr<T>(), x, N, C, S, mean, scale, b);
+    else if (relu)
+        affine_planes<true>(out.ptr<T>(), x, N, C, S, mean, scale, b, res);
     else
         affine_planes<false>(out.ptr<T>(), x, N, C, S, mean, scale, b);
 }
@@ -243,8 +354,9 @@ void bn_backward_impl(const View& grad_input, const View& grad_weight, const Vie
     const std::vector<double> mean = read_vector(save_mean, C, 0),
                               invstd = read_vector(save_invstd, C, 0);
     const double* mp = mean.data();
+    const bool last = is_last(xv);
     // a: Σ g, b: Σ g·(x − mean); Σ g·x̂ = invstd·b.
-    const std::vector<Sums> s = channel_sums(N, C, S, [x, g, y, mp](int64_t c, int64_t i) {
+    const std::vector<Sums> s = sums_of(last, N, C, S, [x, g, y, mp](int64_t c, int64_t i) {
         const double gi = double(grad_at<kRelu>(g, y, i));
         return Sums{gi, gi * (double(cast<A>(x[i])) - mp[c])};
     });
@@ -266,6 +378,14 @@ void bn_backward_impl(const View& grad_input, const View& grad_weight, const Vie
         m[c] = A(mean[c]);
     }
     T* gx = grad_input.ptr<T>();
+    if (last) {
+        const A *kp = k.data(), *k0p = k0.data(), *k1p = k1.data(), *mp2 = m.data();
+        for_channel_elements<true>(N, C, S, [=](int64_t c, int64_t i) {
+            gx[i] = cast<T>(kp[c] * grad_at<kRelu>(g, y, i) + k0p[c] +
+                            k1p[c] * (cast<A>(x[i]) - mp2[c]));
+        });
+        return;
+    }
 #pragma omp parallel for schedule(static) if (go_parallel(N * C * S))
     for (int64_t p = 0; p < N * C; ++p) {
         const size_t c = size_t(p % C);
@@ -381,10 +501,10 @@ void ln_backward_impl(const View& grad_input, const View& grad_weight, const Vie
 
 void batch_norm_forward(const BatchNormArgs& a) {
     const View& x = a.x;
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.out.is_contiguous() &&
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && same_layout(x, x) && same_layout(a.out, x) &&
                           a.out.dtype == x.dtype && x.shape[0] * x.shape[2] >= 2);
     EMBER_INTERNAL_ASSERT(!a.residual.data ||
-                          (a.relu && a.residual.is_contiguous() && a.residual.dtype == x.dtype));
+                          (a.relu && same_layout(a.residual, x) && a.residual.dtype == x.dtype));
     visit_floating(x.dtype, "batch_norm_forward", [&](auto tag) {
         bn_forward_impl<typename decltype(tag)::type>(
             a.out, a.save_mean, a.save_invstd, x, a.weight, a.bias, a.running_mean, a.running_var,
@@ -394,7 +514,7 @@ void batch_norm_forward(const BatchNormArgs& a) {
 
 void batch_norm_inference(const BatchNormArgs& a) {
     const View &x = a.x, &out = a.out;
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && out.is_contiguous() && !a.relu);
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && same_layout(x, x) && same_layout(out, x) && !a.relu);
     const int64_t C = x.shape[1];
     const std::vector<double> mean = read_vector(a.running_mean, C, 0);
     std::vector<double> scale = read_vector(a.weight, C, 1);
@@ -403,17 +523,22 @@ void batch_norm_inference(const BatchNormArgs& a) {
     const std::vector<double> b = read_vector(a.bias, C, 0);
     visit_floating(x.dtype, "batch_norm_inference", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        affine_planes<false>(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean, scale,
-                             b);
+        if (is_last(x))
+            affine_last<false>(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean,
+                               scale, b);
+        else
+            affine_planes<false>(out.ptr<T>(), x.ptr<const T>(), x.shape[0], C, x.shape[2], mean,
+                                 scale, b);
     });
 }
 
 void batch_norm_backward(const BatchNormBackwardArgs& a) {
     const View& x = a.x;
     const bool relu = a.relu_out.data != nullptr;
-    EMBER_INTERNAL_ASSERT(x.ndim == 3 && x.is_contiguous() && a.grad_y.is_contiguous() &&
+    EMBER_INTERNAL_ASSERT(x.ndim == 3 && same_layout(x, x) && same_layout(a.grad_y, x) &&
                           a.grad_y.dtype == x.dtype &&
-                          (!relu || (a.relu_out.is_contiguous() && a.relu_out.dtype == x.dtype)));
+                          (!a.grad_input.data || same_layout(a.grad_input, x)) &&
+                          (!relu || (same_layout(a.relu_out, x) && a.relu_out.dtype == x.dtype)));
     visit_floating(x.dtype, "batch_norm_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;
         if (relu)

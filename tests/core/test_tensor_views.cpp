@@ -215,11 +215,16 @@ TEST_CASE("channels-last memory format", "[tensor][format]") {
     const Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
     CHECK(nhwc.is_contiguous(MemoryFormat::channels_last));
 
-    // One channel (or one pixel) is both layouts: suggest says contiguous.
-    const Tensor one = zeros({2, 1, 4, 5}).contiguous(MemoryFormat::channels_last);
+    // One channel (or one pixel) is both layouts: the strides as they are decide.
+    const Tensor one = zeros({2, 1, 4, 5});
     CHECK(one.is_contiguous(MemoryFormat::channels_last));
-    CHECK(one.is_contiguous());
     CHECK(one.suggest_memory_format() == MemoryFormat::contiguous);
+    const Tensor one_last = one.contiguous(MemoryFormat::channels_last);
+    CHECK(one_last.strides() == Shape{20, 1, 5, 1});
+    CHECK(one_last.is_contiguous());
+    CHECK(one_last.suggest_memory_format() == MemoryFormat::channels_last);
+    CHECK(one_last.contiguous(MemoryFormat::channels_last).is_same(one_last));
+    CHECK(one_last.contiguous().is_same(one_last));  // row-major as well: no copy
 
     const Tensor e = empty({2, 3, 4, 5}, {}, MemoryFormat::channels_last);
     CHECK(e.is_contiguous(MemoryFormat::channels_last));

@@ -676,3 +676,64 @@ TEST_CASE("layer_norm errors name the op, the tensors and the problem", "[norm][
     REQUIRE_THROWS_WITH_MSG(k::layer_norm_backward(x, x, {2, 4}, {}, f.mean, f.rstd, all),
                             "layer_norm_backward: normalized_shape [2, 4] must be non-empty");
 }
+
+// Note [Channels-last batch norm] (kernels/cpu/norm.cpp): a channels-last
+// input is normalized as it lies and its results keep the format; the values
+// are the NCHW kernels' (tested above against f64 loops) up to the order of
+// the channel sums, and bit-identical for any thread count.
+TEST_CASE("batch_norm on channels-last inputs", "[norm][batch_norm][format]") {
+    const Shape shapes[] = {{8, 16, 10, 10}, {3, 32, 7, 5}, {2, 3, 4, 4}};
+    const int saved = omp_get_max_threads();
+    uint64_t seed = 700;
+    for (const Shape& shape : shapes)
+        for (DType dt : kFloats) {
+            INFO(shape_str(shape) << " " << dtype_name(dt));
+            const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : 2e-2;
+            const int64_t C = shape[1];
+            const Tensor x = random_tensor(shape, dt, ++seed, -3, 3);
+            const Tensor r = random_tensor(shape, dt, ++seed);
+            const Tensor g = random_tensor(shape, dt, ++seed);
+            const Tensor w = random_tensor({C}, dt, ++seed), b = random_tensor({C}, dt, ++seed);
+            auto last = [](const Tensor& t) { return t.contiguous(MemoryFormat::channels_last); };
+            struct Out {
+                Tensor y, yr, ya, rm, gx, gw, gb, gxr;
+            };
+            auto run = [&](bool cl, int threads) {
+                omp_set_num_threads(threads);
+                auto in = [&](const Tensor& t) { return cl ? last(t) : t; };
+                Tensor rm = zeros({C}, {dt}), rv = ones({C}, {dt});
+                const auto f = k::batch_norm_forward(in(x), w, b, rm, rv, 0.1, 1e-5);
+                const auto fr = k::batch_norm_relu_forward(in(x), w, b, {}, {}, 0.1, 1e-5);
+                const auto fa =
+                    k::batch_norm_add_relu_forward(in(x), in(r), w, b, {}, {}, 0.1, 1e-5);
+                const auto gr = k::batch_norm_backward(in(g), in(x), w, f.save_mean, f.save_invstd,
+                                                       {true, true, true});
+                const auto grr = k::batch_norm_relu_backward(
+                    in(g), fr.output, in(x), w, fr.save_mean, fr.save_invstd, {true, false, false});
+                omp_set_num_threads(saved);
+                return Out{f.output, fr.output, fa.output, rm,
+                           gr.input, gr.weight, gr.bias,   grr.input};
+            };
+            const Out want = run(false, saved), got = run(true, 1);
+            for (const Tensor* t : {&got.y, &got.yr, &got.ya, &got.gx, &got.gxr})
+                REQUIRE(t->is_contiguous(MemoryFormat::channels_last));
+            check_close(got.y, want.y, tol, tol);
+            check_close(got.yr, want.yr, tol, tol);
+            check_close(got.ya, want.ya, tol, tol);
+            check_close(got.rm, want.rm, tol, tol);
+            check_close(got.gx, want.gx, tol, tol);
+            check_close(got.gw, want.gw, tol, 10 * tol);
+            check_close(got.gb, want.gb, tol, 10 * tol);
+            check_close(got.gxr, want.gxr, tol, tol);
+            for (int threads : {2, 3}) {
+                INFO(threads << " threads");
+                const Out many = run(true, threads);
+                for (auto [a, c] : {std::pair{&many.y, &got.y},
+                                    {&many.ya, &got.ya},
+                                    {&many.gx, &got.gx},
+                                    {&many.gw, &got.gw},
+                                    {&many.gxr, &got.gxr}})
+                    REQUIRE(a->to_vector<double>() == c->to_vector<double>());
+            }
+        }
+}

@@ -120,6 +120,36 @@ TEST_CASE("models: resnet8 forward shape and a backward that reaches every param
     CHECK((*mlp)(zeros({3, 1, 28, 28})).shape() == Shape{3, 10});
 }
 
+TEST_CASE("models: resnet8 on a channels-last batch computes the NCHW step", "[nn][models]") {
+    // Every activation and activation gradient stays channels-last (convs,
+    // batch norms, ReLUs, adds, pooling); the loss and every gradient match
+    // the NCHW step up to the order of the kernels' sums.
+    manual_seed(82);
+    const auto nchw = nn::make_model("resnet8");
+    manual_seed(82);
+    const auto last = nn::make_model("resnet8");
+    const Tensor x = random_tensor({16, 1, 28, 28}, DType::f32, 83);
+    const Tensor y = random_tensor({16}, DType::i64, 84, 0, 10);
+    const Tensor xl = x.contiguous(MemoryFormat::channels_last);
+    REQUIRE(xl.suggest_memory_format() == MemoryFormat::channels_last);
+    const Tensor loss = cross_entropy((*nchw)(x), y), loss_l = cross_entropy((*last)(xl), y);
+    check_close(loss_l, loss, 1e-5, 1e-6);
+    loss.backward();
+    loss_l.backward();
+    const auto want = nchw->named_parameters(), got = last->named_parameters();
+    REQUIRE(want.size() == got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        INFO(want[i].first);
+        check_close(got[i].second.grad(), want[i].second.grad(), 1e-3, 1e-5);
+    }
+    // The activations are channels-last: the format flows from the batch.
+    nn::ResNet8 model;
+    const Tensor stem = (*model.stem)(xl);
+    CHECK(stem.suggest_memory_format() == MemoryFormat::channels_last);
+    CHECK((*model.layer2)((*model.layer1)(stem)).suggest_memory_format() ==
+          MemoryFormat::channels_last);
+}
+
 TEST_CASE("models: the MLP fits a small batch with plain SGD", "[nn][models]") {
     manual_seed(90);
     const auto model = nn::make_model("mlp");
