@@ -74,9 +74,10 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf("  optimizer   %s, lr %g, weight decay %g, schedule %s%s\n", c.optimizer.c_str(),
                 effective_lr(c), effective_weight_decay(c), c.schedule.c_str(),
                 c.warmup > 0 ? (" after " + std::to_string(c.warmup) + " warm-up steps").c_str() : "");
-    std::printf("  precision   %s%s%s\n", c.amp == "off" ? "f32" : c.amp.c_str(),
+    std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(),
                 c.clip_grad > 0 ? (", gradients clipped at " + std::to_string(c.clip_grad)).c_str() : "",
-                c.checkpoint_activations ? ", activations recomputed" : "");
+                c.checkpoint_activations ? ", activations recomputed" : "",
+                memory_format_name(effective_memory_format(c, r.device)));
     if (r.device.is_cpu()) {
         const std::string cpu = cpu_model_name();
         std::printf("  device      cpu%s%s, %d OpenMP threads, %u hardware threads, %d loader workers\n",
@@ -189,7 +190,8 @@ int run_eval(const EvalConfig& c) {
     load_weights(*model, c.weights);
     model->to(device);
     data::FashionMNIST test(data::Split::test, c.data_dir);
-    const Evaluation e = evaluate(*model, test, device, c.amp, c.workers);
+    const Evaluation e =
+        evaluate(*model, test, device, c.amp, c.workers, effective_memory_format(t, device));
     std::printf("%s on %s: test loss %.4f, test accuracy %.2f%% (%lld samples)\n",
                 c.weights.c_str(), device.str().c_str(), e.loss, 100 * e.accuracy,
                 (long long)e.samples);

@@ -23,6 +23,7 @@ const std::vector<std::string> kOptimizers = {"adamw", "adam", "sgd", "lamb", "l
 const std::vector<std::string> kSchedules = {"onecycle", "cyclic", "cosine", "step", "constant"};
 const std::vector<std::string> kAmp = {"off", "bf16", "f16"};
 const std::vector<std::string> kData = {"fashion-mnist", "synthetic"};
+const std::vector<std::string> kFormats = {"auto", "contiguous", "channels_last"};
 
 bool one_of(const std::string& v, const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), v) != names.end();
@@ -94,6 +95,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->capture_default_str();
     app.add_flag("--checkpoint-activations", c.checkpoint_activations,
                  "Recompute each block's activations in backward instead of keeping them");
+    app.add_option("--memory-format", c.memory_format,
+                   "Layout of the image batches and activations: auto (channels_last for "
+                   "resnet8 on the CPU), contiguous (NCHW) or channels_last (NHWC)")
+        ->check(CLI::IsMember(kFormats))
+        ->capture_default_str();
     app.add_option("--seed", c.seed, "Seed of the weights, the shuffle and the augmentation")
         ->capture_default_str();
     app.add_flag("--deterministic", c.deterministic,
@@ -143,6 +149,8 @@ void validate(const TrainConfig& c) {
                 joined(kSchedules));
     EMBER_CHECK(one_of(c.amp, kAmp), "--amp: '", c.amp, "' is not one of ", joined(kAmp));
     EMBER_CHECK(one_of(c.data, kData), "--data: '", c.data, "' is not one of ", joined(kData));
+    EMBER_CHECK(one_of(c.memory_format, kFormats), "--memory-format: '", c.memory_format,
+                "' is not one of ", joined(kFormats));
     EMBER_CHECK(!c.lr || (*c.lr > 0 && std::isfinite(*c.lr)), "--lr must be positive, got ",
                 c.lr.value_or(0));
     EMBER_CHECK(!c.weight_decay || (*c.weight_decay >= 0 && std::isfinite(*c.weight_decay)),
@@ -159,6 +167,13 @@ double effective_lr(const TrainConfig& c) {
     // AdamW, the default: the peak of the one-cycle schedule, tuned per model
     // for 5 epochs at batch 128 (docs/train.md, "Default learning rates").
     return c.model == "resnet8" ? 1e-2 : 3e-3;
+}
+
+MemoryFormat effective_memory_format(const TrainConfig& c, Device device) {
+    if (c.memory_format == "channels_last") return MemoryFormat::channels_last;
+    if (c.memory_format == "contiguous") return MemoryFormat::contiguous;
+    return c.model == "resnet8" && device.is_cpu() ? MemoryFormat::channels_last
+                                                   : MemoryFormat::contiguous;
 }
 
 double effective_weight_decay(const TrainConfig& c) {

@@ -157,8 +157,12 @@ Run build_run(const TrainConfig& c) {
     return r;
 }
 
+Tensor in_format(const Tensor& images, MemoryFormat format) {
+    return images.dim() == 4 ? images.contiguous(format) : images;
+}
+
 Evaluation evaluate(nn::Module& model, const data::Dataset& test, Device device,
-                    const std::string& amp, int workers) {
+                    const std::string& amp, int workers, MemoryFormat format) {
     const bool was_training = model.is_training();
     model.eval();
     NoGradGuard no_grad;
@@ -169,7 +173,7 @@ Evaluation evaluate(nn::Module& model, const data::Dataset& test, Device device,
     Tensor loss_sum = zeros({}, {DType::f64, device}), correct = zeros({}, {DType::f64, device});
     for (data::Batch& b : loader.epoch(0)) {
         amp::autocast ac(amp == "f16" ? DType::f16 : DType::bf16, amp != "off");
-        const Tensor logits = model(b.input);
+        const Tensor logits = model(in_format(b.input, format));
         loss_sum = add(loss_sum, cross_entropy(logits, b.target, {.reduction = Reduction::sum}).to(DType::f64));
         correct = add(correct, sum(eq(argmax(logits, 1), b.target).to(DType::f64)));
     }

@@ -71,6 +71,9 @@ struct Evaluation {
     int64_t samples = 0;
 };
 Evaluation evaluate(nn::Module& model, const data::Dataset& test, Device device,
-                    const std::string& amp, int workers);
+                    const std::string& amp, int workers,
+                    MemoryFormat format = MemoryFormat::contiguous);
+/// The batch's images in `format` (anything not 4-d as it is).
+Tensor in_format(const Tensor& images, MemoryFormat format);
 
 }  // namespace ember::train

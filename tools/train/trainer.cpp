@@ -116,6 +116,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     set_sync_debug(c.sync_debug);
     const bool amp_on = c.amp != "off";
     const DType low = c.amp == "f16" ? DType::f16 : DType::bf16;  // autocast's, when on
+    const MemoryFormat format = effective_memory_format(c, run.device);
     // Only the lead rank (rank 0, or the only one) prints and writes files.
     std::optional<MetricsLog> metrics;
     std::optional<Progress> progress;
@@ -178,7 +179,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             if (run.ddp) run.ddp->sync_buffers();
             {
                 amp::autocast ac(low, amp_on);
-                loss = cross_entropy(forward(*run.model, batch->input, c.checkpoint_activations),
+                loss = cross_entropy(forward(*run.model, in_format(batch->input, format),
+                                             c.checkpoint_activations),
                                      batch->target);
             }
             const Tensor scaled =
@@ -245,7 +247,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
                       epoch_secs > 0 ? world * double(epoch_samples) / epoch_secs : 0,
                       run.loader->stats().wait_fraction, run.world_size()};
         if ((epoch + 1) % c.eval_every == 0 || epoch + 1 == c.epochs) {
-            out.last = evaluate(*run.model, *run.data.test, run.device, c.amp, c.workers);
+            out.last =
+                evaluate(*run.model, *run.data.test, run.device, c.amp, c.workers, format);
             e.test_loss = out.last.loss;
             e.test_acc = out.last.accuracy;
             if (out.last.accuracy > pos.best_accuracy) {
