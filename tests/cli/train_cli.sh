@@ -108,15 +108,17 @@ errors)
     mv "$work/trunc" "$work/run/checkpoint/state.safetensors"
     expect_error "is the file truncated" "$ember" train --resume "$work/run"
     expect_error "memory-format" "$ember" train --memory-format nhwc --out "$work/x"
-    # resnet8 on the CPU runs channels-last by default; contiguous on request.
-    for f in auto contiguous; do
+    # resnet8 trains contiguous (NCHW) by default, channels-last on request.
+    for f in contiguous channels_last; do
         "$ember" train --model resnet8 --limit 256 --epochs 1 --memory-format $f \
             --out "$work/format_$f" > "$work/format_$f.txt" || fail "resnet8 --memory-format $f"
+        grep -q "$f activations" "$work/format_$f.txt" ||
+            fail "resnet8 --memory-format $f: $(grep precision "$work/format_$f.txt")"
     done
-    grep -q "channels_last activations" "$work/format_auto.txt" ||
-        fail "resnet8's start table: $(grep precision "$work/format_auto.txt")"
-    grep -q "contiguous activations" "$work/format_contiguous.txt" ||
-        fail "resnet8 contiguous: $(grep precision "$work/format_contiguous.txt")"
+    "$ember" train --model resnet8 --limit 256 --epochs 1 --out "$work/format_default" \
+        > "$work/format_default.txt" || fail "resnet8's default run"
+    grep -q "contiguous activations" "$work/format_default.txt" ||
+        fail "resnet8's default layout is not contiguous"
     echo "ok: --memory-format"
     expect_error "cannot open" "$ember" eval --model mlp --weights "$work/missing.safetensors"
     expect_error "loading weights from" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"

@@ -11,50 +11,18 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
-#include <sstream>
 
+#include "conv_cases.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_direct.h"
-#include "support.h"
 
 using namespace ember;
 using namespace ember::kernels;
+using namespace ember::test;
+using Case = ConvCase;
 using ember::kernels::cpu::direct::Pass;
 
 namespace {
-
-struct Case {
-    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
-Conv2dShape shape_of(const Case& k) {
-    Conv2dShape s{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, 1, 0, 0};
-    s.oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
-    s.ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
-    return s;
-}
-
-std::string describe(const Case& k) {
-    std::ostringstream os;
-    os << "n" << k.n << " c" << k.c << " " << k.h << "x" << k.w << " o" << k.o << " k" << k.kh
-       << "x" << k.kw << " stride " << k.sh << "," << k.sw << " pad " << k.ph << "," << k.pw
-       << " dil " << k.dh << "," << k.dw;
-    return os.str();
-}
-
-std::vector<float> random_floats(int64_t count, uint64_t seed) {
-    std::mt19937_64 gen(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& x : v) x = dist(gen);
-    return v;
-}
-
-// A reference value and the sum of its terms' magnitudes (what rounding scales with).
-struct Ref {
-    std::vector<double> value, mag;
-};
 
 // The input element under tap (i, j) of output (oy, ox), or −1 in the padding.
 int64_t tap_index(const Conv2dShape& s, int64_t n, int64_t c, int64_t oy, int64_t ox, int64_t i,
@@ -94,45 +62,17 @@ struct Refs {
 
 Refs references(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
                 const std::vector<float>& b, const std::vector<float>& dy) {
-    Refs r;
-    const size_t out_n = size_t(s.n * s.o * s.oh * s.ow);
-    r.out.value.assign(out_n, 0.0);
-    r.out.mag.assign(out_n, 0.0);
-    r.dx.value.assign(x.size(), 0.0);
-    r.dx.mag.assign(x.size(), 0.0);
-    r.dw.value.assign(w.size(), 0.0);
-    r.dw.mag.assign(w.size(), 0.0);
+    Refs r{Ref(size_t(s.n * s.o * s.oh * s.ow)), Ref(x.size()), Ref(w.size())};
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t o = 0; o < s.o; ++o)
-            for (int64_t q = 0; q < s.oh * s.ow; ++q) {
-                const size_t e = size_t((n * s.o + o) * s.oh * s.ow + q);
-                r.out.value[e] = b[size_t(o)];
-                r.out.mag[e] = std::abs(b[size_t(o)]);
-            }
+            for (int64_t q = 0; q < s.oh * s.ow; ++q)
+                r.out.add(size_t((n * s.o + o) * s.oh * s.ow + q), b[size_t(o)]);
     for_each_term(s, [&](int64_t out, int64_t in, int64_t wi) {
-        const double fwd = double(w[size_t(wi)]) * x[size_t(in)];
-        const double gx = double(dy[size_t(out)]) * w[size_t(wi)];
-        const double gw = double(dy[size_t(out)]) * x[size_t(in)];
-        r.out.value[size_t(out)] += fwd;
-        r.out.mag[size_t(out)] += std::abs(fwd);
-        r.dx.value[size_t(in)] += gx;
-        r.dx.mag[size_t(in)] += std::abs(gx);
-        r.dw.value[size_t(wi)] += gw;
-        r.dw.mag[size_t(wi)] += std::abs(gw);
+        r.out.add(size_t(out), double(w[size_t(wi)]) * x[size_t(in)]);
+        r.dx.add(size_t(in), double(dy[size_t(out)]) * w[size_t(wi)]);
+        r.dw.add(size_t(wi), double(dy[size_t(out)]) * x[size_t(in)]);
     });
     return r;
-}
-
-void check(const std::vector<float>& got, const Ref& want, const char* what) {
-    REQUIRE(got.size() == want.value.size());
-    for (size_t e = 0; e < got.size(); ++e) {
-        const double err = std::abs(double(got[e]) - want.value[e]);
-        if (!(err <= 3e-5 * want.mag[e] + 1e-30)) {
-            INFO(what << " element " << e << ": got " << got[e] << ", want " << want.value[e]
-                      << " (term magnitudes " << want.mag[e] << ")");
-            REQUIRE(err <= 3e-5 * want.mag[e] + 1e-30);
-        }
-    }
 }
 
 // A tensor holding a copy of v.

@@ -13,44 +13,17 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
-#include <sstream>
 
+#include "conv_cases.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_nhwc.h"
-#include "support.h"
 
 using namespace ember;
 using namespace ember::kernels;
+using namespace ember::test;
+using Case = ConvCase;
 
 namespace {
-
-struct Case {
-    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
-Conv2dShape shape_of(const Case& k) {
-    Conv2dShape s{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, 1, 0, 0};
-    s.oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
-    s.ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
-    return s;
-}
-
-std::string describe(const Case& k) {
-    std::ostringstream os;
-    os << "n" << k.n << " c" << k.c << " " << k.h << "x" << k.w << " o" << k.o << " k" << k.kh
-       << "x" << k.kw << " stride " << k.sh << "," << k.sw << " pad " << k.ph << "," << k.pw
-       << " dil " << k.dh << "," << k.dw;
-    return os.str();
-}
-
-std::vector<float> random_floats(int64_t count, uint64_t seed) {
-    std::mt19937_64 gen(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& x : v) x = dist(gen);
-    return v;
-}
 
 struct Outputs {
     std::vector<float> out, dx, dw;
@@ -76,36 +49,12 @@ Outputs run_nhwc(const Conv2dShape& s, const std::vector<float>& x, const std::v
     return r;
 }
 
-// A reference value and the sum of its terms' magnitudes (what rounding scales with).
-struct Ref {
-    std::vector<double> value, mag;
-    void add(size_t e, double t) {
-        value[e] += t;
-        mag[e] += std::abs(t);
-    }
-};
-
-void check(const std::vector<float>& got, const Ref& want, const char* what) {
-    REQUIRE(got.size() == want.value.size());
-    for (size_t e = 0; e < got.size(); ++e) {
-        const double err = std::abs(double(got[e]) - want.value[e]);
-        if (!(err <= 3e-5 * want.mag[e] + 1e-30)) {
-            INFO(what << " element " << e << ": got " << got[e] << ", want " << want.value[e]
-                      << " (term magnitudes " << want.mag[e] << ")");
-            REQUIRE(err <= 3e-5 * want.mag[e] + 1e-30);
-        }
-    }
-}
-
 // Checks the kernels that fit against the definitions on x [N, H, W, C] and
 // dy [N, OH, OW, O], in f64.
 void check_reference(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
                      const float* bias, const std::vector<float>& dy, const Outputs& got) {
     using cpu::nhwc::Pass;
-    auto zero = [](size_t n) {
-        return Ref{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-    };
-    Ref out = zero(dy.size()), dx = zero(x.size()), dw = zero(w.size());
+    Ref out(dy.size()), dx(x.size()), dw(w.size());
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t oy = 0; oy < s.oh; ++oy)
             for (int64_t ox = 0; ox < s.ow; ++ox)

@@ -77,7 +77,7 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(),
                 c.clip_grad > 0 ? (", gradients clipped at " + std::to_string(c.clip_grad)).c_str() : "",
                 c.checkpoint_activations ? ", activations recomputed" : "",
-                memory_format_name(effective_memory_format(c, r.device)));
+                memory_format_name(effective_memory_format(c)));
     if (r.device.is_cpu()) {
         const std::string cpu = cpu_model_name();
         std::printf("  device      cpu%s%s, %d OpenMP threads, %u hardware threads, %d loader workers\n",
@@ -191,7 +191,7 @@ int run_eval(const EvalConfig& c) {
     model->to(device);
     data::FashionMNIST test(data::Split::test, c.data_dir);
     const Evaluation e =
-        evaluate(*model, test, device, c.amp, c.workers, effective_memory_format(t, device));
+        evaluate(*model, test, device, c.amp, c.workers, effective_memory_format(t));
     std::printf("%s on %s: test loss %.4f, test accuracy %.2f%% (%lld samples)\n",
                 c.weights.c_str(), device.str().c_str(), e.loss, 100 * e.accuracy,
                 (long long)e.samples);

@@ -23,7 +23,7 @@ const std::vector<std::string> kOptimizers = {"adamw", "adam", "sgd", "lamb", "l
 const std::vector<std::string> kSchedules = {"onecycle", "cyclic", "cosine", "step", "constant"};
 const std::vector<std::string> kAmp = {"off", "bf16", "f16"};
 const std::vector<std::string> kData = {"fashion-mnist", "synthetic"};
-const std::vector<std::string> kFormats = {"auto", "contiguous", "channels_last"};
+const std::vector<std::string> kFormats = {"contiguous", "channels_last"};
 
 bool one_of(const std::string& v, const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), v) != names.end();
@@ -96,8 +96,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_flag("--checkpoint-activations", c.checkpoint_activations,
                  "Recompute each block's activations in backward instead of keeping them");
     app.add_option("--memory-format", c.memory_format,
-                   "Layout of the image batches and activations: auto (channels_last for "
-                   "resnet8 on the CPU), contiguous (NCHW) or channels_last (NHWC)")
+                   "Layout of the image batches and activations: contiguous (NCHW) or "
+                   "channels_last (NHWC: resnet8's faster layout on the CPU)")
         ->check(CLI::IsMember(kFormats))
         ->capture_default_str();
     app.add_option("--seed", c.seed, "Seed of the weights, the shuffle and the augmentation")
@@ -169,11 +169,9 @@ double effective_lr(const TrainConfig& c) {
     return c.model == "resnet8" ? 1e-2 : 3e-3;
 }
 
-MemoryFormat effective_memory_format(const TrainConfig& c, Device device) {
-    if (c.memory_format == "channels_last") return MemoryFormat::channels_last;
-    if (c.memory_format == "contiguous") return MemoryFormat::contiguous;
-    return c.model == "resnet8" && device.is_cpu() ? MemoryFormat::channels_last
-                                                   : MemoryFormat::contiguous;
+MemoryFormat effective_memory_format(const TrainConfig& c) {
+    return c.memory_format == "channels_last" ? MemoryFormat::channels_last
+                                              : MemoryFormat::contiguous;
 }
 
 double effective_weight_decay(const TrainConfig& c) {

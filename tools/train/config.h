@@ -35,7 +35,7 @@ struct TrainConfig {
     int64_t accumulate = 1;                 ///< micro-batches per optimizer step
     double clip_grad = 0;                   ///< max global gradient norm; 0: off
     bool checkpoint_activations = false;
-    std::string memory_format = "auto";     ///< auto | contiguous | channels_last
+    std::string memory_format = "contiguous";  ///< contiguous | channels_last
     uint64_t seed = 0;
     bool deterministic = false;
     bool sync_debug = false;
@@ -84,10 +84,8 @@ void validate(const TrainConfig& c);
 /// lamb 2e-3 / 0.01, lars 1.0 / 5e-4).
 double effective_lr(const TrainConfig& c);
 double effective_weight_decay(const TrainConfig& c);
-/// The layout of the batches (and so of every activation) on `device`:
-/// --memory-format, where auto is channels_last for resnet8 on the CPU
-/// (faster there: docs/train.md) and contiguous otherwise.
-MemoryFormat effective_memory_format(const TrainConfig& c, Device device);
+/// The layout of the image batches, and so of every activation: --memory-format.
+MemoryFormat effective_memory_format(const TrainConfig& c);
 
 /// The device the run uses: `auto` is cuda:0 when a GPU is present, else the CPU.
 Device resolve_device(const TrainConfig& c);

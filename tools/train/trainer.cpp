@@ -116,7 +116,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     set_sync_debug(c.sync_debug);
     const bool amp_on = c.amp != "off";
     const DType low = c.amp == "f16" ? DType::f16 : DType::bf16;  // autocast's, when on
-    const MemoryFormat format = effective_memory_format(c, run.device);
+    const MemoryFormat format = effective_memory_format(c);
     // Only the lead rank (rank 0, or the only one) prints and writes files.
     std::optional<MetricsLog> metrics;
     std::optional<Progress> progress;
