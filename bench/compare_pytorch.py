@@ -7,6 +7,7 @@ library and torch are all it uses), from any directory:
     python3 bench/compare_pytorch.py train --model mlp --epochs 5
     python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
     python3 bench/compare_pytorch.py step --model resnet8 --device cuda [--amp bf16]
+    python3 bench/compare_pytorch.py convs --rounds 3
 
 train: runs `ember train` with its defaults (AdamW at the LR and weight decay
 its start table reports, betas 0.9/0.999, eps 1e-8, the decay on matrices and
@@ -52,6 +53,12 @@ torch.cuda.synchronize() calls, a warm-up window first, the median of
 unless --no-compile. ember's share of time waiting for its loader is
 printed: above a few percent, its number is the loader's, not the step's
 (raise --workers).
+
+convs: each pass (forward, grad_input, grad_weight) of each of resnet8's
+convolutions at batch 128, timed alone: ember's NCHW and channels-last
+kernels (`ember bench conv --json`) beside PyTorch's on NCHW and
+channels-last tensors, rounds interleaving the two, and the fastest
+PyTorch layout's time over the fastest ember layout's.
 
 Both modes print how many CPUs other processes kept busy meanwhile: with as
 many threads as cores, one busy core slows either engine many times over.
@@ -543,6 +550,78 @@ def step_mode_cuda(a):
         print(f"note: ember waited for its loader {100 * data_wait:.0f}% of the time: its number is the "
               f"loader's rate, not the step's; raise --workers")
 
+# resnet8's convolutions at its training batch (128): name as in `ember bench conv`, then
+# input channels, image side, output channels, kernel, stride, padding.
+RESNET8_CONVS = [("3x3 16->16", 16, 28, 16, 3, 1, 1), ("3x3 s2 16->32", 16, 28, 32, 3, 2, 1),
+                 ("3x3 32->32", 32, 14, 32, 3, 1, 1), ("3x3 s2 32->64", 32, 14, 64, 3, 2, 1),
+                 ("3x3 64->64", 64, 7, 64, 3, 1, 1), ("1x1 s2 16->32", 16, 28, 32, 1, 2, 0),
+                 ("1x1 s2 32->64", 32, 14, 64, 1, 2, 0)]
+
+
+def convs_mode(a):
+    """Each pass of each resnet8 convolution: ember's NCHW and channels-last kernels (from
+    `ember bench conv --json`) beside PyTorch's on NCHW and channels-last tensors (oneDNN), timed
+    alone; rounds interleave the two engines, medians kept."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    passes = ("forward", "grad_input", "grad_weight")
+    ember_rows = {}  # (layer, layout, pass) -> `ember bench conv` kernel name
+    for name, *_ in RESNET8_CONVS:
+        r = f"resnet8 {name}"
+        ember_rows.update({(name, "nchw", "forward"): f"conv2d {r}",
+                           (name, "nchw", "grad_input"): f"conv2d_backward input {r}",
+                           (name, "nchw", "grad_weight"): f"conv2d_backward weight {r}",
+                           (name, "cl", "forward"): f"  channels_last forward {r}",
+                           (name, "cl", "grad_input"): f"  channels_last input {r}",
+                           (name, "cl", "grad_weight"): f"  channels_last weight {r}"})
+    torch_calls = {}
+    for name, c, hw, o, k, st, pad in RESNET8_CONVS:
+        for layout in ("nchw", "cl"):
+            fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
+            x = torch.randn(128, c, hw, hw).contiguous(memory_format=fmt)
+            w = torch.randn(o, c, k, k).contiguous(memory_format=fmt)
+            dy = F.conv2d(x, w, None, st, pad).contiguous(memory_format=fmt)
+
+            def bwd(mask, x=x, w=w, dy=dy, st=st, pad=pad):
+                return torch.ops.aten.convolution_backward(dy, x, w, None, [st, st], [pad, pad], [1, 1],
+                                                           False, [0, 0], 1, mask)
+            torch_calls[(name, layout, "forward")] = lambda x=x, w=w, st=st, pad=pad: F.conv2d(x, w, None, st, pad)
+            torch_calls[(name, layout, "grad_input")] = lambda bwd=bwd: bwd([True, False, False])
+            torch_calls[(name, layout, "grad_weight")] = lambda bwd=bwd: bwd([False, True, False])
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    cmd = [a.ember, "bench", "conv", "--json", "--repeats", str(a.repeats)]
+    ember_ms, torch_ms = {key: [] for key in ember_rows}, {key: [] for key in torch_calls}
+    for _ in range(a.rounds):
+        rows = {r["kernel"]: r["ms"] for r in json.loads(run_child(cmd, env)[0])}
+        for key, kernel in ember_rows.items():
+            ember_ms[key].append(rows[kernel])
+        for key, call in torch_calls.items():
+            call()
+            ms = []
+            for _ in range(a.repeats):
+                start = time.perf_counter()
+                call()
+                ms.append((time.perf_counter() - start) * 1e3)
+            torch_ms[key].append(statistics.median(ms))
+    em = {k: statistics.median(v) for k, v in ember_ms.items()}
+    tm = {k: statistics.median(v) for k, v in torch_ms.items()}
+    if a.json:
+        return print(json.dumps({"mode": "convs", "torch": torch_info(), "rounds": a.rounds,
+                                 "ember_ms": {"/".join(k): v for k, v in em.items()},
+                                 "torch_ms": {"/".join(k): v for k, v in tm.items()}}, indent=2))
+    print(f"convs: resnet8's convolutions at batch 128, {a.threads} threads; each pass alone, "
+          f"median of {a.rounds} rounds (ms)")
+    print(info_line(torch_info()))
+    print(f"\n{'layer':15}{'pass':12}{'ember':>8}{'ember cl':>9}{'torch':>8}{'torch cl':>9}"
+          f"{'  best torch / best ember':>26}")
+    for name, *_ in RESNET8_CONVS:
+        for ps in passes:
+            e, ec = em[(name, "nchw", ps)], em[(name, "cl", ps)]
+            t, tc = tm[(name, "nchw", ps)], tm[(name, "cl", ps)]
+            print(f"{name:15}{ps:12}{e:8.3f}{ec:9.3f}{t:8.3f}{tc:9.3f}{min(t, tc) / min(e, ec):26.2f}")
+
 
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "_torch_worker":  # the child of `train`
@@ -577,7 +656,17 @@ def main():
                                                "with --device cuda 50 per window)")
     s.add_argument("--warmup", type=int, default=2)
     s.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
+    c = sub.add_parser("convs")
+    c.add_argument("--threads", type=int, default=2, help="OpenMP threads of both engines")
+    c.add_argument("--ember", default=str(REPO / "build/release/tools/ember"), help="the ember binary")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    c.add_argument("--rounds", type=int, default=3)
+    c.add_argument("--repeats", type=int, default=7, help="timed calls per pass and round")
     a = p.parse_args()
+    if a.mode == "convs":
+        if not os.access(a.ember, os.X_OK):
+            sys.exit(f"{a.ember}: no ember binary there; build it or pass --ember")
+        return convs_mode(a)
     if a.mode == "step":
         a.repeats = a.repeats or (50 if a.device == "cuda" else 7)
         if a.device == "cuda" and a.workers is None:

@@ -218,8 +218,8 @@ void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report
     rep.add(conv_row("  cpu kernel, reused out", shape_str({s.n, s.o, oh, ow}), kms, flop, floats,
                      s, lim));
     if (channels_last)
-        rep.add(conv_row("  channels_last in and out", shape_str({s.n, s.c, s.h, s.w}), t[2], flop,
-                         floats, s, lim));
+        rep.add(conv_row(std::string("  channels_last forward ") + s.name,
+                         shape_str({s.n, s.c, s.h, s.w}), t[2], flop, floats, s, lim));
 }
 
 }  // namespace
