@@ -3,7 +3,8 @@
 // takes them as they are), contiguous operands for the kernels, and one call
 // through the dispatch. conv2d's result and conv2d_backward's grad_input take
 // the input's memory format (channels-last: the CPU's channels-last kernels
-// where they fit, NCHW and a conversion elsewhere).
+// where they fit, cuDNN's NHWC formats for f32/f16/bf16 on CUDA, NCHW and a
+// conversion elsewhere).
 #include "kernels/conv.h"
 
 #include "kernels/copy.h"
@@ -16,6 +17,13 @@ namespace ember::kernels {
 namespace {
 
 std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
+
+// Whether a conv computing in ct on `device` reads channels-last operands as
+// they lie: the CPU's kernels where they fit (cpu_fits); cuDNN takes NHWC
+// for every dtype but f64.
+bool native_channels_last(DType ct, Device device, bool cpu_fits) {
+    return device.is_cuda() ? ct != DType::f64 : cpu_fits;
+}
 
 // The dtype a conv of dtype dt computes in on `device`: the CPU kernels take
 // f32 and f64 (f16/bf16 computed in f32, rounded once); cuDNN takes all four
@@ -112,13 +120,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
     // read as it lies where the backend has a channels-last kernel;
     // elsewhere the conv runs in NCHW and its result is converted.
     const MemoryFormat format = input.suggest_memory_format();
-    const bool native = format == MemoryFormat::channels_last && input.device().is_cpu() &&
-                        ct == dt && cpu::conv2d_channels_last_fits(s, ct);
+    const bool native =
+        format == MemoryFormat::channels_last && ct == dt &&
+        native_channels_last(ct, input.device(), cpu::conv2d_channels_last_fits(s, ct));
     const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct), computed);
     if (out.numel() > 0) {
         const Tensor x = native ? contiguous(input, computed) : dense(input, ct);
-        const Tensor wt = dense(weight, ct), b = dense(bias, ct);
+        // cuDNN's NHWC filter is the weight's channels-last memory; the CPU packs OIHW itself.
+        const bool filter_last = native && input.device().is_cuda();
+        const Tensor wt = filter_last ? contiguous(weight, computed) : dense(weight, ct);
+        const Tensor b = dense(bias, ct);
         const void* bp = b.defined() ? b.data_ptr() : nullptr;
         dispatch(
             {"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
@@ -130,7 +142,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                     cpu::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr());
             },
             [&](auto stream) {
-                cuda::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr(), stream);
+                if (native)
+                    cuda::conv2d_channels_last(s, ct, x.data_ptr(), wt.data_ptr(), bp,
+                                               out.data_ptr(), stream);
+                else
+                    cuda::conv2d(s, ct, x.data_ptr(), wt.data_ptr(), bp, out.data_ptr(), stream);
             });
     }
     if (ct != dt) out = cast(out, dt);
@@ -167,12 +183,18 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     // read as they lie where the backend has channels-last kernels for the
     // asked-for gradients; elsewhere the pass runs in NCHW.
     const MemoryFormat format = x.suggest_memory_format();
-    const bool native = format == MemoryFormat::channels_last && x.device().is_cpu() && ct == dt &&
-                        cpu::conv2d_backward_channels_last_fits(s, ct, need[0], need[1]);
+    const bool native =
+        format == MemoryFormat::channels_last && ct == dt &&
+        native_channels_last(ct, x.device(),
+                             cpu::conv2d_backward_channels_last_fits(s, ct, need[0], need[1]));
     const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
+    // cuDNN's NHWC filter is the weight's channels-last memory (grad_weight's too).
+    const bool filter_last = native && x.device().is_cuda();
     Conv2dGrads g;
     if (need[0]) g.input = empty(x.shape(), like(x, ct), computed);
-    if (need[1]) g.weight = empty(weight.shape(), like(weight, ct));
+    if (need[1])
+        g.weight = empty(weight.shape(), like(weight, ct),
+                         filter_last ? computed : MemoryFormat::contiguous);
     if (need[2]) g.bias = empty({s.o}, like(weight, ct));
     auto work = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     if (work(g.input) || work(g.weight) || work(g.bias)) {
@@ -181,8 +203,10 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         auto operand = [&](const Tensor& t) {
             return native ? contiguous(t, computed) : dense(t, ct);
         };
-        const Tensor y = operand(dy), xin = need[1] ? operand(x) : Tensor(),
-                     w = need[0] ? dense(weight, ct) : Tensor();
+        const Tensor y = operand(dy), xin = need[1] ? operand(x) : Tensor();
+        const Tensor w = !need[0]      ? Tensor()
+                         : filter_last ? contiguous(weight, computed)
+                                       : dense(weight, ct);
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
         dispatch(
             {op,
@@ -198,13 +222,19 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
                                          ptr(g.weight), ptr(g.bias));
             },
             [&](auto stream) {
-                cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
-                                      ptr(g.weight), ptr(g.bias), stream);
+                if (native)
+                    cuda::conv2d_backward_channels_last(s, ct, y.data_ptr(), ptr(xin), ptr(w),
+                                                        ptr(g.input), ptr(g.weight), ptr(g.bias),
+                                                        stream);
+                else
+                    cuda::conv2d_backward(s, ct, y.data_ptr(), ptr(xin), ptr(w), ptr(g.input),
+                                          ptr(g.weight), ptr(g.bias), stream);
             });
     }
     for (Tensor* t : {&g.input, &g.weight, &g.bias})
         if (t->defined() && ct != dt) *t = cast(*t, dt);
     if (g.input.defined()) g.input = contiguous(g.input, format);
+    if (g.weight.defined()) g.weight = contiguous(g.weight);  // parameters' gradients: row-major
     if (unbatched && g.input.defined()) g.input = views::squeeze(g.input, 0);
     return g;
 }

@@ -49,9 +49,10 @@ const char* conv_direction_name(ConvDirection d) {
 }
 
 ConvAlgoKey conv_algo_key(ConvDirection direction, DType dtype, const Conv2dShape& s,
-                          bool deterministic, bool benchmark) {
-    return {direction, dtype, s.n,  s.c,  s.h,  s.w,  s.o,      s.kh,          s.kw,
-            s.sh,      s.sw,  s.ph, s.pw, s.dh, s.dw, s.groups, deterministic, benchmark};
+                          bool deterministic, bool benchmark, bool channels_last) {
+    return {direction, dtype,    s.n,           s.c,       s.h,          s.w,  s.o,
+            s.kh,      s.kw,     s.sh,          s.sw,      s.ph,         s.pw, s.dh,
+            s.dw,      s.groups, deterministic, benchmark, channels_last};
 }
 
 std::optional<ConvAlgoChoice> ConvAlgoCache::find(const ConvAlgoKey& key) const {
@@ -113,7 +114,8 @@ std::string format_conv_algorithms(const std::vector<ConvAlgoRecord>& records) {
            << " stride=" << k.sh << "," << k.sw << " padding=" << k.ph << "," << k.pw
            << " dilation=" << k.dh << "," << k.dw << " groups=" << k.groups
            << " deterministic=" << int(k.deterministic) << " benchmark=" << int(k.benchmark)
-           << " algo=" << r.choice.algo << " math=" << r.choice.math << "\n";
+           << (k.channels_last ? " channels_last=1" : "") << " algo=" << r.choice.algo
+           << " math=" << r.choice.math << "\n";
     }
     return os.str();
 }
@@ -154,12 +156,13 @@ ConvAlgoRecord parse_entry(const Line& l, const std::string& device) {
     if (!dtype_ok) fail(l, "unknown dtype '" + dt + "' (f32, f64, f16 or bf16)");
 
     // Each field: its name, how many comma-separated integers, where they go.
-    int64_t wshape[4] = {}, det = 0, bench = 0, algo = 0, math = 0;
+    int64_t wshape[4] = {}, det = 0, bench = 0, algo = 0, math = 0, last = 0;
     struct Field {
         const char* name;
         int count;
         int64_t* dst[4];
         bool seen = false;
+        bool optional = false;
     };
     Field fields[] = {{"x", 4, {&k.n, &k.c, &k.h, &k.w}},
                       {"w", 4, {&wshape[0], &wshape[1], &wshape[2], &wshape[3]}},
@@ -169,6 +172,7 @@ ConvAlgoRecord parse_entry(const Line& l, const std::string& device) {
                       {"groups", 1, {&k.groups}},
                       {"deterministic", 1, {&det}},
                       {"benchmark", 1, {&bench}},
+                      {"channels_last", 1, {&last}, false, true},  // absent: NCHW
                       {"algo", 1, {&algo}},
                       {"math", 1, {&math}}};
     constexpr int64_t kLimit = (int64_t(1) << 31) - 1;  // cuDNN takes int sizes
@@ -198,11 +202,12 @@ ConvAlgoRecord parse_entry(const Line& l, const std::string& device) {
         }
     }
     for (const Field& f : fields)
-        if (!f.seen) fail(l, std::string("missing field '") + f.name + "'");
+        if (!f.seen && !f.optional) fail(l, std::string("missing field '") + f.name + "'");
 
     k.o = wshape[0], k.kh = wshape[2], k.kw = wshape[3];
-    if (det > 1 || bench > 1) fail(l, "deterministic and benchmark must be 0 or 1");
-    k.deterministic = det == 1, k.benchmark = bench == 1;
+    if (det > 1 || bench > 1 || last > 1)
+        fail(l, "deterministic, benchmark and channels_last must be 0 or 1");
+    k.deterministic = det == 1, k.benchmark = bench == 1, k.channels_last = last == 1;
     if (algo > 63 || math > 3)
         fail(l, "algo " + std::to_string(algo) + " or math " + std::to_string(math) +
                     " is not a cuDNN value");

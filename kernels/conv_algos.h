@@ -40,12 +40,13 @@ struct ConvAlgoKey {
     int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0;
     int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
     bool deterministic = false;
-    bool benchmark = true;  // chosen by timing (true) or by cuDNN's heuristic
+    bool benchmark = true;       // chosen by timing (true) or by cuDNN's heuristic
+    bool channels_last = false;  // NHWC tensors and filter (false: NCHW)
     friend auto operator<=>(const ConvAlgoKey&, const ConvAlgoKey&) = default;
 };
 
 ConvAlgoKey conv_algo_key(ConvDirection direction, DType dtype, const Conv2dShape& s,
-                          bool deterministic, bool benchmark);
+                          bool deterministic, bool benchmark, bool channels_last = false);
 
 /// A workspace size not known yet: an entry read from a file, until its first use.
 inline constexpr size_t kWorkspaceUnknown = ~size_t(0);
@@ -99,8 +100,10 @@ struct ConvAlgoRecord {
 // rest of the line as the name. An entry is its direction, dtype and every
 // key=value field exactly once, in any order: the input [n, c, h, w], the
 // weight [o, c / groups, kh, kw] and the window, as conv2d's front checks
-// them; algo and math are cuDNN's enum values. Blank lines and lines starting
-// with '#' are skipped. Anything else is an error naming the line.
+// them; algo and math are cuDNN's enum values. One field may be left out:
+// channels_last=1 marks a choice for NHWC tensors and filter (absent: NCHW).
+// Blank lines and lines starting with '#' are skipped. Anything else is an
+// error naming the line.
 
 /// The file's text for `records`, grouped by device in the order given.
 std::string format_conv_algorithms(const std::vector<ConvAlgoRecord>& records);

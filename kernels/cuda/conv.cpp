@@ -4,7 +4,10 @@
 // Math:    as the CPU twin (kernels/cpu/conv.cpp, conv_backward.cpp):
 //          out = conv2d(x, w) + b; grad_input = the transposed convolution of
 //          dY by w; grad_weight = Σ_n dY ⋆ x; grad_bias[o] = Σ_{n, y, x} dY[n, o, y, x].
-// Layout:  contiguous NCHW x, out, dY, grad_input; OIHW w, grad_weight.
+// Layout:  contiguous NCHW x, out, dY, grad_input and OIHW w, grad_weight; or
+//          (the channels_last entry points) NHWC x, out, dY, grad_input and
+//          OHWI w, grad_weight — cuDNN's NHWC tensor and filter formats, the
+//          layout its tensor-core kernels read.
 // Dtypes:  f32 (CUDNN_FMA_MATH: no TF32, so results stay near the CPU's),
 //          f64, and f16/bf16 stored as they are and accumulated in f32
 //          (compute type CUDNN_DATA_FLOAT; tensor cores where cuDNN picks them).
@@ -102,9 +105,9 @@ struct Descriptors {
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
 
-    Descriptors(const Conv2dShape& s, DType t) {
+    Descriptors(const Conv2dShape& s, DType t, bool nhwc) {
         try {
-            build(s, t);
+            build(s, t, nhwc);
         } catch (...) {
             release();
             throw;
@@ -119,20 +122,21 @@ struct Descriptors {
     }
 
   private:
-    void build(const Conv2dShape& s, DType t) {
+    void build(const Conv2dShape& s, DType t, bool nhwc) {
         const cudnnDataType_t dt = data_type(t);
-        auto tensor = [&](cudnnTensorDescriptor_t& d, int64_t n, int64_t c, int64_t h, int64_t w) {
+        const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+        auto tensor = [&](cudnnTensorDescriptor_t& d, int64_t n, int64_t c, int64_t h, int64_t w,
+                          cudnnTensorFormat_t f) {
             EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-            EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, dt, int(n), int(c),
-                                                         int(h), int(w)));
+            EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, f, dt, int(n), int(c), int(h), int(w)));
         };
-        if (s.n > 0 && s.c > 0) tensor(x, s.n, s.c, s.h, s.w);
-        if (s.n > 0 && s.o > 0) tensor(y, s.n, s.o, s.oh, s.ow);
-        if (s.o > 0) tensor(bias, 1, s.o, 1, 1);
+        if (s.n > 0 && s.c > 0) tensor(x, s.n, s.c, s.h, s.w, format);
+        if (s.n > 0 && s.o > 0) tensor(y, s.n, s.o, s.oh, s.ow, format);
+        if (s.o > 0) tensor(bias, 1, s.o, 1, 1, CUDNN_TENSOR_NCHW);
         if (s.o == 0 || s.c == 0) return;
         EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-        EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, int(s.o),
-                                                     int(s.c / s.groups), int(s.kh), int(s.kw)));
+        EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, format, int(s.o), int(s.c / s.groups),
+                                                     int(s.kh), int(s.kw)));
         EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
         EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
             conv, int(s.ph), int(s.pw), int(s.sh), int(s.sw), int(s.dh), int(s.dw),
@@ -260,10 +264,10 @@ size_t workspace_limit(StreamRef stream) {
 
 // The algorithm for `dir` of shape s: cached, or chosen now and cached.
 // Leaves the descriptor's math type unspecified: the caller sets the choice's.
-ConvAlgoChoice choose(ConvDirection dir, const Conv2dShape& s, DType t, cudnnHandle_t h,
+ConvAlgoChoice choose(ConvDirection dir, const Conv2dShape& s, DType t, bool nhwc, cudnnHandle_t h,
                       Descriptors& d, const Buffers& b, StreamRef stream) {
     const bool det = cudnn_deterministic(), bench = cudnn_benchmark();
-    const ConvAlgoKey key = conv_algo_key(dir, t, s, det, bench);
+    const ConvAlgoKey key = conv_algo_key(dir, t, s, det, bench, nhwc);
     ConvAlgoCache& cache = conv_algo_cache(stream.device.index);
     if (std::optional<ConvAlgoChoice> c = cache.find(key)) {
         if (c->workspace != kWorkspaceUnknown) return *c;
@@ -337,8 +341,15 @@ void zero(void* p, DType t, int64_t numel, StreamRef stream) {
     if (p && numel > 0) cuda::fill(dense(p, t, {numel}), 0.0, stream);
 }
 
-// out[n, o, :] = bias[o]: what the forward then adds onto (beta = 1).
-void fill_bias(void* out, const void* bias, const Conv2dShape& s, DType t, StreamRef stream) {
+// out[n, o, :] = bias[o] (NHWC: out[n, :, o]): what the forward then adds onto (beta = 1).
+void fill_bias(void* out, const void* bias, const Conv2dShape& s, DType t, bool nhwc,
+               StreamRef stream) {
+    if (nhwc) {
+        View src = dense(bias, t, {s.n * s.oh * s.ow, s.o});
+        src.strides[0] = 0, src.strides[1] = 1;
+        cuda::copy(dense(out, t, {s.n * s.oh * s.ow, s.o}), src, stream);
+        return;
+    }
     View src = dense(bias, t, {s.n, s.o, s.oh * s.ow});
     src.strides[0] = 0, src.strides[1] = 1, src.strides[2] = 0;
     cuda::copy(dense(out, t, {s.n, s.o, s.oh * s.ow}), src, stream);
@@ -360,11 +371,11 @@ std::string shape_text(const Conv2dShape& s, DType t) {
                s.groups);
 }
 
-void forward(const Conv2dShape& s, DType t, const char* x, const void* w, const void* bias,
-             char* out, StreamRef stream) {
+void forward(const Conv2dShape& s, DType t, bool nhwc, const char* x, const void* w,
+             const void* bias, char* out, StreamRef stream) {
     if (s.c == 0) {  // no terms: out is the bias, or zero
         if (bias)
-            fill_bias(out, bias, s, t, stream);
+            fill_bias(out, bias, s, t, nhwc, stream);
         else
             zero(out, t, s.n * s.o * s.oh * s.ow, stream);
         return;
@@ -377,10 +388,11 @@ void forward(const Conv2dShape& s, DType t, const char* x, const void* w, const 
         cs.n = std::min(step, s.n - n0);
         const char* xc = x + size_t(n0 * s.c * s.h * s.w) * es;
         char* yc = out + size_t(n0 * s.o * s.oh * s.ow) * es;
-        Descriptors d(cs, t);
-        const ConvAlgoChoice c = choose(ConvDirection::forward, cs, t, h, d, {xc, w, yc}, stream);
+        Descriptors d(cs, t, nhwc);
+        const ConvAlgoChoice c =
+            choose(ConvDirection::forward, cs, t, nhwc, h, d, {xc, w, yc}, stream);
         d.set_math(c.math);
-        if (bias) fill_bias(yc, bias, cs, t, stream);  // after choose: Find writes yc
+        if (bias) fill_bias(yc, bias, cs, t, nhwc, stream);  // after choose: Find writes yc
         const Workspace ws(stream, c.workspace);
         const Scalar one(1), beta(bias ? 1 : 0);
         EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, one.ptr(t), d.x, xc, d.w, w, d.conv,
@@ -389,8 +401,8 @@ void forward(const Conv2dShape& s, DType t, const char* x, const void* w, const 
     }
 }
 
-void backward(const Conv2dShape& s, DType t, const char* dy, const char* x, const void* w, char* dx,
-              void* dw, void* db, StreamRef stream) {
+void backward(const Conv2dShape& s, DType t, bool nhwc, const char* dy, const char* x,
+              const void* w, char* dx, void* dw, void* db, StreamRef stream) {
     const int64_t dx_numel = s.n * s.c * s.h * s.w, dw_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
     if (dx_numel == 0) dx = nullptr;
     if (dw_numel == 0) dw = nullptr;
@@ -412,11 +424,11 @@ void backward(const Conv2dShape& s, DType t, const char* dy, const char* x, cons
         const char* dyc = dy + size_t(n0 * s.o * s.oh * s.ow) * es;
         const size_t x_off = size_t(n0 * s.c * s.h * s.w) * es;
         const Scalar& acc = n0 == 0 ? zero_scale : one;  // later chunks add to dw and db
-        Descriptors d(cs, t);
+        Descriptors d(cs, t, nhwc);
         if (dx) {
             char* dxc = dx + x_off;
             const ConvAlgoChoice c =
-                choose(ConvDirection::backward_data, cs, t, h, d, {dxc, w, dyc}, stream);
+                choose(ConvDirection::backward_data, cs, t, nhwc, h, d, {dxc, w, dyc}, stream);
             d.set_math(c.math);
             const Workspace ws(stream, c.workspace);
             EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -427,7 +439,7 @@ void backward(const Conv2dShape& s, DType t, const char* dy, const char* x, cons
             const char* xc = x + x_off;
             // Find writes its output: a scratch one once dw holds earlier chunks.
             const Workspace scratch(stream, n0 > 0 ? size_t(dw_numel) * es : 0);
-            const ConvAlgoChoice c = choose(ConvDirection::backward_filter, cs, t, h, d,
+            const ConvAlgoChoice c = choose(ConvDirection::backward_filter, cs, t, nhwc, h, d,
                                             {xc, n0 > 0 ? scratch.as<void>() : dw, dyc}, stream);
             d.set_math(c.math);
             const Workspace ws(stream, c.workspace);
@@ -451,8 +463,8 @@ void backward(const Conv2dShape& s, DType t, const char* dy, const char* x, cons
 void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
             const void* bias, void* out, StreamRef stream) {
     try {
-        forward(s, dtype, static_cast<const char*>(input), weight, bias, static_cast<char*>(out),
-                stream);
+        forward(s, dtype, false, static_cast<const char*>(input), weight, bias,
+                static_cast<char*>(out), stream);
     } catch (const Error& e) {
         rethrow(e, "conv2d", s, dtype, stream);
     }
@@ -462,10 +474,33 @@ void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, co
                      const void* weight, void* grad_input, void* grad_weight, void* grad_bias,
                      StreamRef stream) {
     try {
-        backward(s, dtype, static_cast<const char*>(grad_out), static_cast<const char*>(input),
-                 weight, static_cast<char*>(grad_input), grad_weight, grad_bias, stream);
+        backward(s, dtype, false, static_cast<const char*>(grad_out),
+                 static_cast<const char*>(input), weight, static_cast<char*>(grad_input),
+                 grad_weight, grad_bias, stream);
     } catch (const Error& e) {
         rethrow(e, "conv2d_backward", s, dtype, stream);
+    }
+}
+
+void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                          const void* bias, void* out, StreamRef stream) {
+    try {
+        forward(s, dtype, true, static_cast<const char*>(input), weight, bias,
+                static_cast<char*>(out), stream);
+    } catch (const Error& e) {
+        rethrow(e, "conv2d (channels_last)", s, dtype, stream);
+    }
+}
+
+void conv2d_backward_channels_last(const Conv2dShape& s, DType dtype, const void* grad_out,
+                                   const void* input, const void* weight, void* grad_input,
+                                   void* grad_weight, void* grad_bias, StreamRef stream) {
+    try {
+        backward(s, dtype, true, static_cast<const char*>(grad_out),
+                 static_cast<const char*>(input), weight, static_cast<char*>(grad_input),
+                 grad_weight, grad_bias, stream);
+    } catch (const Error& e) {
+        rethrow(e, "conv2d_backward (channels_last)", s, dtype, stream);
     }
 }
 
@@ -482,6 +517,18 @@ void conv2d_backward(const Conv2dShape&, DType, const void*, const void*, const 
     EMBER_FAIL(
         "conv2d on CUDA needs cuDNN (conv2d_backward), and ember was built without it "
         "(configure with cuDNN installed, or CUDNN_ROOT pointing at it)");
+}
+
+void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                          const void* bias, void* out, StreamRef stream) {
+    conv2d(s, dtype, input, weight, bias, out, stream);  // fails as above
+}
+
+void conv2d_backward_channels_last(const Conv2dShape& s, DType dtype, const void* grad_out,
+                                   const void* input, const void* weight, void* grad_input,
+                                   void* grad_weight, void* grad_bias, StreamRef stream) {
+    conv2d_backward(s, dtype, grad_out, input, weight, grad_input, grad_weight, grad_bias,
+                    stream);  // fails as above
 }
 
 #endif

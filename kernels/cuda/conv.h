@@ -25,4 +25,15 @@ void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, co
                      const void* weight, void* grad_input, void* grad_weight, void* grad_bias,
                      StreamRef stream);
 
+/// conv2d and conv2d_backward on channels-last device buffers (cuDNN's NHWC
+/// tensor and filter formats; f32, f16, bf16): input, out, grad_out and
+/// grad_input [n, h, w, c]-ordered, weight and grad_weight [o, kh, kw, c /
+/// groups]-ordered (a channels-last weight tensor's memory); bias and
+/// grad_bias [o]. Otherwise as conv2d and conv2d_backward.
+void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
+                          const void* bias, void* out, StreamRef stream);
+void conv2d_backward_channels_last(const Conv2dShape& s, DType dtype, const void* grad_out,
+                                   const void* input, const void* weight, void* grad_input,
+                                   void* grad_weight, void* grad_bias, StreamRef stream);
+
 }  // namespace ember::kernels::cuda

@@ -372,3 +372,20 @@ TEST_CASE("dropout: keep fraction, fresh masks and manual_seed", "[grad][dropout
     const bool default_untouched = dropout(x, p, true).to_vector<float>() == b;
     CHECK(default_untouched);
 }
+
+TEST_CASE("grad: a channels-last conv, batch norm, ReLU and residual block", "[grad][norm][format]") {
+    // f64 leaves made channels-last: conv2d (NCHW kernels, converted back),
+    // then batch norm's channels-last kernels (fused ReLU, fused residual).
+    const Tensor x = leaf({2, 3, 5, 4}, 70), w = leaf({4, 3, 3, 3}, 71);
+    const Tensor g = leaf({4}, 72), b = leaf({4}, 73), r = leaf({2, 4, 5, 4}, 74);
+    check_grad(
+        [](const std::vector<Tensor>& in) {
+            const Tensor y = conv2d(in[0].contiguous(MemoryFormat::channels_last), in[1], {},
+                                    {1, 1}, {1, 1});
+            REQUIRE(y.suggest_memory_format() == MemoryFormat::channels_last);
+            const Tensor h = batch_norm_relu(y, {}, {}, in[2], in[3], true);
+            return batch_norm_add_relu(h, in[4].contiguous(MemoryFormat::channels_last), {}, {},
+                                       in[2], in[3], true);
+        },
+        {x, w, g, b, r});
+}

@@ -175,6 +175,32 @@ TEST_CASE("cuda conv2d and its backward equal the CPU's for every dtype", "[cuda
         }
 }
 
+TEST_CASE("cuda conv2d on channels-last operands equals the CPU's", "[cuda][conv][format]") {
+    // cuDNN's NHWC tensor and filter formats for f32/f16/bf16 (f64 converts
+    // to NCHW); the result and grad_input keep the format, grad_weight is
+    // row-major.
+    if (!have_cudnn()) return;
+    uint64_t seed = 150;
+    for (const ConvCase& c : kCases) {
+        if (c.input[0] == 0 || c.input[1] == 0 || c.weight[0] == 0) continue;  // no layout to keep
+        for (DType dt : kFloats) {
+            INFO(case_str(c) << " " << dtype_name(dt) << " channels_last");
+            const Operands o = operands(c, dt, seed += 4);
+            const Operands ref = in_dtype(o, ref_dtype(dt));
+            Operands last = on_gpu(o);
+            last.x = last.x.contiguous(MemoryFormat::channels_last);
+            last.dy = last.dy.contiguous(MemoryFormat::channels_last);
+            const Tensor y = forward(last, c);
+            if (c.weight[0] > 1 && y.size(2) * y.size(3) > 1)
+                CHECK(y.suggest_memory_format() == MemoryFormat::channels_last);
+            check_gpu(y, forward(ref, c), dt);
+            const k::Conv2dGrads g = backward(last, c, {true, true, true});
+            CHECK(g.weight.is_contiguous());
+            check_grads(g, backward(ref, c, {true, true, true}), {true, true, true}, dt);
+        }
+    }
+}
+
 TEST_CASE("cuda conv2d_backward computes exactly the gradients asked for", "[cuda][conv]") {
     if (!have_cudnn()) return;
     for (const ConvCase& c : {kCases[2], kCases[4], kCases[16], kCases[17]})

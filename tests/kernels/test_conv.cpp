@@ -244,6 +244,7 @@ TEST_CASE("conv algorithm file: the documented line, and a round trip", "[conv][
                 k.n = i, k.c = 6, k.h = 7 + i, k.w = 5, k.o = 4, k.kh = 3, k.kw = 1;
                 k.sh = 2, k.sw = 1, k.ph = i % 3, k.pw = 0, k.dh = 1, k.dw = 2, k.groups = 2;
                 k.deterministic = i % 2 == 0, k.benchmark = i % 3 != 0;
+                k.channels_last = i % 5 == 0;
                 records.push_back({device, k, {i % 8, i % 4, kernels::kWorkspaceUnknown}});
             }
     const std::vector<ConvAlgoRecord> back =
@@ -265,6 +266,19 @@ TEST_CASE("conv algorithm file: the documented line, and a round trip", "[conv][
     CHECK(loose[0].device == "NVIDIA H200");
     CHECK(loose[0].key == sample_key());
     CHECK(loose[0].choice == ConvAlgoChoice{1, 3, kernels::kWorkspaceUnknown});
+
+    // A channels-last (NHWC) choice is its own entry: one more field, absent for NCHW.
+    ConvAlgoKey last = sample_key();
+    last.channels_last = true;
+    const std::string text_last =
+        kernels::format_conv_algorithms({{"NVIDIA H200", last, {1, 3, 4096}}});
+    std::string want = kEntry;
+    want.replace(want.find(" algo="), 0, " channels_last=1");
+    CHECK(text_last == algo_text(want));
+    const auto read_last = kernels::parse_conv_algorithms(text_last, "mem");
+    REQUIRE(read_last.size() == 1);
+    CHECK(read_last[0].key == last);
+    CHECK_FALSE(read_last[0].key == sample_key());
 }
 
 TEST_CASE("conv algorithm file: every malformed line is an error naming it", "[conv][algos]") {
@@ -303,6 +317,7 @@ TEST_CASE("conv algorithm file: every malformed line is an error naming it", "[c
                    "groups=1 deterministic=0 benchmark=1 algo=1 math=3"),
          "the padded input is smaller than the dilated kernel"},
         {replace("deterministic=0", "deterministic=2"), "must be 0 or 1"},
+        {replace("algo=1", "channels_last=2 algo=1"), "must be 0 or 1"},
         {replace("algo=1", "algo=64"), "is not a cuDNN value"},
         {replace("math=3", "math=4"), "is not a cuDNN value"},
         {algo_text(e) + e + "\n", "line 4: a second entry for one convolution"},
