@@ -25,6 +25,14 @@ bool native_channels_last(DType ct, Device device, bool cpu_fits) {
     return device.is_cuda() ? ct != DType::f64 : cpu_fits;
 }
 
+// The weight in cuDNN's NHWC filter order (OHWI): itself when its memory is
+// already so (a 1×1 or one-channel kernel lies the same either way), else a copy.
+Tensor filter_nhwc(const Tensor& weight) {
+    return weight.is_contiguous(MemoryFormat::channels_last)
+               ? weight
+               : contiguous(weight, MemoryFormat::channels_last);
+}
+
 // The dtype a conv of dtype dt computes in on `device`: the CPU kernels take
 // f32 and f64 (f16/bf16 computed in f32, rounded once); cuDNN takes all four
 // (f16/bf16 accumulated in f32).
@@ -129,7 +137,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         const Tensor x = native ? contiguous(input, computed) : dense(input, ct);
         // cuDNN's NHWC filter is the weight's channels-last memory; the CPU packs OIHW itself.
         const bool filter_last = native && input.device().is_cuda();
-        const Tensor wt = filter_last ? contiguous(weight, computed) : dense(weight, ct);
+        const Tensor wt = filter_last ? filter_nhwc(weight) : dense(weight, ct);
         const Tensor b = dense(bias, ct);
         const void* bp = b.defined() ? b.data_ptr() : nullptr;
         dispatch(
@@ -205,7 +213,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         };
         const Tensor y = operand(dy), xin = need[1] ? operand(x) : Tensor();
         const Tensor w = !need[0]      ? Tensor()
-                         : filter_last ? contiguous(weight, computed)
+                         : filter_last ? filter_nhwc(weight)
                                        : dense(weight, ct);
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
         dispatch(
