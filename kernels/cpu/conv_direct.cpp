@@ -67,18 +67,13 @@ using planes::inside_columns;
 using planes::to_planes;
 using planes::to_virtual;
 
-using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
-constexpr int64_t kLanes = 16;
+using weight_tiles::kLanes;
+using weight_tiles::load;
+using weight_tiles::store;
+using weight_tiles::vec;
 constexpr int kRows = 8;  // output (forward) or input (grad_input) channels per tile
 constexpr int kMaxX = 3;  // pixel vectors per tile
 constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
-
-inline vec load(const float* p) {
-    vec v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
 // ---- Micro-kernels ----
 

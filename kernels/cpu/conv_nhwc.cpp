@@ -44,19 +44,14 @@ namespace {
 using conv_detail::for_items;
 using conv_detail::team_size;
 
-using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
-constexpr int64_t kLanes = 16;
+using weight_tiles::kLanes;
+using weight_tiles::load;
+using weight_tiles::store;
+using weight_tiles::vec;
 constexpr int kMaxV = 4;
 // The widest tile (pixels) for V output vectors: R·V ≤ 28 accumulators.
 constexpr std::array<int, kMaxV + 1> kMaxR = {0, 14, 14, 9, 7};
 constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
-
-inline vec load(const float* p) {
-    vec v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
 // acc[r][v] = bias[16v ..] + Σ_t Σ_{c<C} w[t·C·O + c·O + 16v ..] · x[r·ps + off[t] + c],
 // then y[r·ys + 16v ..] = acc (bias may be null: zero). C is the reduced

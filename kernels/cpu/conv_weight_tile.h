@@ -1,7 +1,7 @@
 // The grad_weight register tile of the CPU direct convolutions (NCHW through
 // channel-last planes, kernels/cpu/conv_direct.cpp; channels-last tensors as
-// they lie, kernels/cpu/conv_nhwc.cpp), and the sum of their per-chunk
-// partials. Internal to those files.
+// they lie, kernels/cpu/conv_nhwc.cpp), the sum of their per-chunk partials,
+// and the 16-lane vector both use. Internal to those files.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +18,14 @@ namespace ember::kernels::cpu::weight_tiles {
 using vec = float __attribute__((vector_size(64)));  // 16 lanes: one AVX-512 register
 inline constexpr int64_t kLanes = 16;
 inline constexpr int kAcc = 24;  // accumulator registers of a tile
+
+/// 16 floats from p, or to p (no alignment needed).
+inline vec load(const float* p) {
+    vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
 // For images m < images, output rows oy < oh and columns ox < ow (pixel
 // p = oy·ow + ox):
@@ -37,7 +45,7 @@ void weight_tile(const float* dy, int64_t ds, int64_t dy_image, const float* x, 
             for (int64_t ox = 0; ox < ow; ++ox, xr += xs, d += ds) {
                 vec dv[V];
 #pragma GCC unroll 4
-                for (int v = 0; v < V; ++v) std::memcpy(&dv[v], d + kLanes * v, sizeof(vec));
+                for (int v = 0; v < V; ++v) dv[v] = load(d + kLanes * v);
 #pragma GCC unroll 24
                 for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -46,8 +54,7 @@ void weight_tile(const float* dy, int64_t ds, int64_t dy_image, const float* x, 
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int v = 0; v < V; ++v)
-            std::memcpy(out + r * ldo + kLanes * v, &acc[r][v], sizeof(vec));
+        for (int v = 0; v < V; ++v) store(out + r * ldo + kLanes * v, acc[r][v]);
 }
 
 using WeightFn = decltype(&weight_tile<1, 1>);
