@@ -23,8 +23,8 @@ struct Options {
     int repeats = 7;
     int warmup = 2;
     bool json = false;
-    bool quick = false;  // smaller shapes, for smoke tests
-    bool breakdown = false;  // train family: each op's share of the step too
+    bool quick = false;          // smaller shapes, for smoke tests
+    bool breakdown = false;      // train family: each op's share of the step too
     std::string device = "cpu";  // allreduce family: cpu (MPI) or cuda (NCCL)
 };
 
@@ -33,12 +33,12 @@ struct Row {
     std::string family;
     std::string kernel;
     std::string shape;
-    double ms = 0;         // median time
-    double gbps = -1;      // achieved bytes/s / 1e9, or -1
-    double gflops = -1;    // achieved flops/s / 1e9, or -1
-    double fraction = -1;  // of `limit`, or -1
-    std::string limit;     // what the fraction is of, e.g. "copy 62.1 GB/s"
-    std::string note;      // anything else worth a column, e.g. "peak host 12.3 MB"
+    double ms = 0;               // median time
+    double gbps = -1;            // achieved bytes/s / 1e9, or -1
+    double gflops = -1;          // achieved flops/s / 1e9, or -1
+    double fraction = -1;        // of `limit`, or -1
+    std::string limit;           // what the fraction is of, e.g. "copy 62.1 GB/s"
+    std::string note;            // anything else worth a column, e.g. "peak host 12.3 MB"
     std::string device = "cpu";  // where it ran
     int64_t launches = -1;       // kernel launches per call, measured (core/launch_count.h), or -1
 };
@@ -84,6 +84,9 @@ double gpu_median_ms(Device device, const std::function<void()>& f, const Option
 /// Device-memory copy bandwidth of `device` in GB/s (bytes read + written),
 /// measured now: the limit of the memory-bound GPU rows.
 double measure_gpu_copy_gbps(Device device, const Options& o);
+/// The GPU rows of the matmul and conv families (bench/gpu_linalg.cpp).
+void run_matmul_gpu(Device gpu, const Options& o, Report& rep);
+void run_conv_gpu(Device gpu, const Options& o, Report& rep);
 
 /// "copy 46.5 GB/s": the label of a limit in the report.
 std::string limit_label(const char* what, double value, const char* unit);

@@ -1,7 +1,8 @@
 // conv family: conv2d forward on ResNet-like f32 shapes; conv2d_backward's
 // input and weight gradients on the 3×3 64→64 and the depthwise one; and
 // every pass of resnet8's convolutions at its training batch (128), its
-// forwards also on channels-last inputs.
+// forwards also on channels-last inputs; on a GPU also bench/gpu_linalg.cpp's
+// rows (cuDNN, both layouts, f32 and bf16).
 // FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
 // grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
 // run (the GEMM the convolution reduces to), and for the depthwise conv,
@@ -263,6 +264,7 @@ void run_conv(const Options& o, Report& rep) {
         run_forward(s, lim, o, rep, true);
         run_backward(s, lim, o, rep, true);
     }
+    if (const auto gpu = bench_gpu()) run_conv_gpu(*gpu, o, rep);
 }
 
 }  // namespace ember::bench

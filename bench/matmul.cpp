@@ -2,7 +2,7 @@
 // buffers in the same run (the limit). FLOPs 2·M·N·K per matrix; bytes are
 // not the limit here. Rows: square and tall-times-wide GEMMs (front, kernel
 // into a reused buffer, transposed right operand read in place) and a batch
-// of small matrices.
+// of small matrices; on a GPU also bench/gpu_linalg.cpp's rows.
 #include "kernels/cpu/matmul.h"
 
 #include <omp.h>
@@ -138,11 +138,13 @@ void run_matmul(const Options& o, Report& rep) {
         gemm_rows(o, rep, 256, 256, 256);
         gemm_rows(o, rep, 512, 256, 512);
         batched_rows(o, rep, 8, 128);
+        if (const auto gpu = bench_gpu()) run_matmul_gpu(*gpu, o, rep);
         return;
     }
     gemm_rows(o, rep, 1024, 1024, 1024);
     gemm_rows(o, rep, 4096, 1024, 4096);
     batched_rows(o, rep, 64, 256);
+    if (const auto gpu = bench_gpu()) run_matmul_gpu(*gpu, o, rep);
 }
 
 }  // namespace ember::bench

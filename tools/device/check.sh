@@ -40,7 +40,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 build/device/tools/ember info | tee "$out/info.txt"
 timeout 300 build/device/tests/test_cuda > "$out/test_cuda.txt" 2>&1
 tests_rc=$?
-timeout 300 build/device/tools/ember bench copy elementwise reduce softmax nn --json > "$out/bench.json" \
+timeout 300 build/device/tools/ember bench copy elementwise reduce softmax nn matmul conv --json \
+    > "$out/bench.json" \
     2> "$out/bench_err.txt"
 bench_rc=$?
 peer_rc=1

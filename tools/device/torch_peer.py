@@ -4,7 +4,9 @@
 Reads `ember bench --json` output, and for every GPU row whose kernel PyTorch
 has an equivalent for (copies, casts, elementwise ops), times PyTorch on the
 same shapes and dtypes on the same GPU (reductions, softmax and the nn
-family's norms, cross-entropy, pooling, embedding and dropout too): CUDA events around each run, the L2
+family's norms, cross-entropy, pooling, embedding and dropout; the matmul
+family's GEMMs with the same TF32 setting, the conv family's cuDNN passes in
+the same layout): CUDA events around each run, the L2
 flushed before it, median of repeats. Prints one line per row: both times and
 ember's time over PyTorch's. Uses the PyTorch it finds; installs nothing.
 Usage: torch_peer.py bench.json [--repeats N]
@@ -74,6 +76,10 @@ def peer(row):
         return softmax_peer(kernel, shapes)
     if family == "nn":
         return nn_peer(kernel, shapes)
+    if family == "matmul":
+        return matmul_peer(kernel, shapes)
+    if family == "conv":
+        return conv_peer(kernel, shapes)
     if family != "elementwise":
         return None
     name, scalar = kernel.replace(" scalar", ""), kernel.endswith(" scalar")
@@ -220,6 +226,45 @@ def median_ms(f, repeats, warmup=3):
         times.append(start.elapsed_time(end))
     times.sort()
     return times[len(times) // 2]
+
+
+def matmul_peer(kernel, shapes):
+    """bench/gpu_linalg.cpp's GEMMs: "matmul f32", "matmul f32, TF32", "matmul bf16[ (limit)]"."""
+    m = re.match(r"matmul (f32|bf16)(, TF32)?( \(limit\))?$", kernel)
+    if not m or not shapes:
+        return None
+    side, tf32 = shapes[0][0], m.group(2) is not None
+    a, b = inputs([(side, side)], 2, DTYPES[m.group(1)])
+
+    def run():
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        return a @ b
+    return run
+
+
+def conv_peer(kernel, shapes):
+    """bench/gpu_linalg.cpp's cuDNN passes, e.g. "conv2d_backward input 3x3 s2 128->128 bf16,
+    channels_last" on input [N, C, H, W]: padding k // 2, no bias, TF32 off."""
+    m = re.match(r"(conv2d|conv2d_backward input|conv2d_backward weight) (\d+)x\d+ (?:s(\d+) )?"
+                 r"(\d+)->(\d+) (f32|bf16)(, channels_last)?$", kernel)
+    if not m or not shapes:
+        return None
+    what, k, stride = m.group(1), int(m.group(2)), int(m.group(3) or 1)
+    c, o, dtype = int(m.group(4)), int(m.group(5)), DTYPES[m.group(6)]
+    fmt = torch.channels_last if m.group(7) else torch.contiguous_format
+    torch.backends.cudnn.allow_tf32 = False  # as ember's f32 convolutions
+    torch.backends.cudnn.benchmark = True
+    (x,) = inputs([shapes[0]], 1, dtype)
+    x = x.contiguous(memory_format=fmt)
+    (w,) = inputs([(o, c, k, k)], 1, dtype)
+    w = w.contiguous(memory_format=fmt)
+    pad = k // 2
+    if what == "conv2d":
+        return lambda: F.conv2d(x, w, None, stride, pad)
+    dy = F.conv2d(x, w, None, stride, pad).contiguous(memory_format=fmt)
+    mask = [what.endswith("input"), what.endswith("weight"), False]
+    return lambda: A.convolution_backward(dy, x, w, None, [stride, stride], [pad, pad], [1, 1],
+                                          False, [0, 0], 1, mask)
 
 
 def main():
