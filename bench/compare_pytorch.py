@@ -19,7 +19,8 @@ eval mode), then a PyTorch mirror of the same run: default initialization
 (ember's bounds are the same, its random streams are not, so accuracies agree
 in range, not digit for digit), AdamW fused as ember's update is, batches
 shuffled and augmented on the training thread (ember's loader uses one worker
-thread). Both run as child processes, so their peak RSS (shared libraries
+thread). With --memory-format channels_last both engines' batches, and PyTorch's
+model, are channels-last. Both run as child processes, so their peak RSS (shared libraries
 included) is measured the same way. Prints, per engine, training samples/s
 (mean over epochs, and the last epoch; evaluation excluded), epoch time, final
 test accuracy and peak RSS, and ember / PyTorch of samples/s.
@@ -179,6 +180,11 @@ def torch_train(cfg):
     xtr, ytr, yte = xtr.unsqueeze(1).to(dev), ytr.long().to(dev), yte.long().to(dev)
     xte = ((xte.unsqueeze(1).float() / 255 - MEAN) / STD).to(dev)
     model = make_model(cfg["model"]).to(dev)
+    last = cfg.get("memory_format") == "channels_last"  # the model and every batch NHWC
+    fmt = torch.channels_last if last else torch.contiguous_format
+    if last:
+        model = model.to(memory_format=fmt)
+        xte = xte.contiguous(memory_format=fmt)
     params = [p for p in model.parameters() if p.requires_grad]
     lr = cfg["lr"]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
@@ -200,6 +206,7 @@ def torch_train(cfg):
         for i in range(0, n, batch):
             idx = perm[i:i + batch]
             x = augment(xtr[idx].float().div_(255), cfg["model"] == "resnet8", gen)
+            x = x.contiguous(memory_format=fmt) if last else x
             with autocast():
                 loss = F.cross_entropy(model(x), ytr[idx])
             loss.backward()
@@ -317,7 +324,8 @@ def train_mode(a):
     with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
         cmd = [a.ember, "train", "--model", a.model, "--epochs", a.epochs, "--batch-size", a.batch_size,
                "--limit", a.limit, "--threads", a.threads, "--seed", a.seed, *device_args(a),
-               "--data-dir", data_dir, "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
+               "--data-dir", data_dir, "--log-every", 1 << 30, "--out", os.path.join(tmp, "run"),
+               "--memory-format", a.memory_format]
         ember_out, ember_rss = run_child(cmd)
         with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
@@ -328,7 +336,8 @@ def train_mode(a):
         sys.exit("compare_pytorch: ember's start table has no 'optimizer adamw, lr ..., weight decay ...' line")
     cfg = {"model": a.model, "epochs": a.epochs, "batch": a.batch_size, "limit": a.limit,
            "threads": a.threads, "seed": a.seed, "data_dir": data_dir, "device": a.device, "amp": a.amp,
-           "lr": float(m.group(1)), "weight_decay": float(m.group(2))}
+           "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
+           "memory_format": a.memory_format}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     out, torch_rss = run_child([sys.executable, __file__, "_torch_worker", json.dumps(cfg)], env)
     worker = json.loads(out.strip().splitlines()[-1])
@@ -340,8 +349,9 @@ def train_mode(a):
         return print(json.dumps(res, indent=2))
     samples = a.limit if a.limit > 0 else "all"
     where = f"{a.threads} threads" if a.device == "cpu" else f"{a.device}, {precision(a)}"
+    layout = ", channels_last" if a.memory_format == "channels_last" else ""
     print(f"train: {a.model} ({worker['params']} parameters), {a.epochs} epoch(s), batch {a.batch_size}, "
-          f"{where}, {samples} training samples")
+          f"{where}{layout}, {samples} training samples")
     print(info_line(worker["torch"]))
     rows = [("samples/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
             ("samples/s, last epoch", "samples_per_s_last", "{:.0f}"),
@@ -647,6 +657,9 @@ def main():
     t.add_argument("--batch-size", type=int, default=128)
     t.add_argument("--limit", type=int, default=0, help="train on the first N samples (0: all)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--memory-format", choices=["contiguous", "channels_last"], default="contiguous",
+                   help="layout of the batches in both engines (ember train --memory-format; "
+                        "PyTorch's model and batches in that memory format)")
     t.add_argument("--data-dir", help="Fashion-MNIST's folder (default: $EMBER_DATA/fashion-mnist, "
                                       "else the Debian package's)")
     s = sub.choices["step"]
