@@ -1,6 +1,6 @@
 // Front for batch norm and layer norm: argument checks with the shapes in the
-// message, x brought to a dense [N, C, S] (contiguous, or channels-last on
-// the CPU, which the results keep) or [R, M], allocation of the
+// message, x brought to a dense [N, C, S] (contiguous, or channels-last,
+// which the results keep) or [R, M], allocation of the
 // outputs and saved statistics, and one call through the dispatch. Kernels:
 // kernels/cpu/norm.cpp and kernels/cuda/batch_norm.cu and layer_norm.cu.
 #include "kernels/norm.h"
@@ -79,16 +79,24 @@ int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
     return C;
 }
 
-// The layout batch norm computes and returns x's results in: channels-last
-// on the CPU for a channels-last x (its kernels read either), else
-// contiguous (the CUDA kernels read contiguous planes).
-MemoryFormat layout(const Tensor& x) {
-    return x.device().is_cpu() ? x.suggest_memory_format() : MemoryFormat::contiguous;
-}
+// The layout batch norm computes and returns x's results in: x's own
+// (channels-last for a channels-last x, else contiguous). Both backends read
+// either.
+MemoryFormat layout(const Tensor& x) { return x.suggest_memory_format(); }
 
-// A dense x (contiguous or channels-last) seen as [N, C, S] (x non-empty).
+// A dense x (contiguous or channels-last, non-empty) as the kernels' [N, C, S]:
+// on the CPU the [N, C, S] view of either layout (the kernels read the
+// strides); on CUDA a contiguous one, a channels-last x as [N·H·W, C, 1]
+// (whole rows of C channels; kernels/cuda/batch_norm.cu).
 View ncs_view(const Tensor& xc, const char* op) {
     const Shape& s = xc.shape();
+    if (xc.device().is_cuda() && !xc.is_contiguous()) {
+        EMBER_INTERNAL_ASSERT(xc.dim() == 4 && xc.is_contiguous(MemoryFormat::channels_last));
+        const auto rows = views::try_view(views::permute(xc, {0, 2, 3, 1}), {-1, s[1], 1});
+        EMBER_INTERNAL_CHECK(rows.has_value(), "batch norm: a channels-last ", describe(xc),
+                             " is not a [N·H·W, C] view");
+        return view_of(*rows, op);
+    }
     return view_of(reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
 }
 

@@ -12,8 +12,10 @@
 namespace ember::kernels {
 
 // ---- What the kernels take (both backends) ----
-// Batch norm: x, out, grad_y and grad_input are contiguous 3-d [N, C, S] (S:
-// the trailing dims flattened). Layer norm: contiguous 2-d [R, M] (M: the
+// Batch norm: x, out, grad_y and grad_input are 3-d [N, C, S] (S: the
+// trailing dims flattened) of one dense layout: contiguous, or a
+// channels-last x's — on the CPU as the [N, C, S] view with strides
+// (S·C, 1, C), on CUDA as a contiguous [N·H·W, C, 1]. Layer norm: contiguous 2-d [R, M] (M: the
 // normalized dims flattened). Per-channel or per-column vectors (weight,
 // bias, running stats, weight and bias gradients) are 1-d of any floating
 // dtype and stride; a View with data == nullptr is absent (weight 1, bias 0,
@@ -26,7 +28,7 @@ namespace ember::kernels {
 /// (unbiased variance for running_var). Inference: out from the running
 /// statistics; save_* and momentum are unused. relu (training only): out =
 /// max(y, 0), applied to y rounded to x's dtype (Note [Fused batch norm + ReLU]).
-/// residual (training with relu only; [N, C, S], x's dtype, contiguous): out
+/// residual (training with relu only; [N, C, S], x's dtype and layout): out
 /// = max(y + residual, 0), y rounded to x's dtype, the sum rounded again.
 struct BatchNormArgs {
     View out, save_mean, save_invstd, x, weight, bias, running_mean, running_var;
@@ -37,7 +39,7 @@ struct BatchNormArgs {
 
 /// One batch norm backward (training mode); grad_input ([N, C, S]),
 /// grad_weight and grad_bias may each be absent. relu_out, when present, is
-/// the fused forward's output [N, C, S] (x's dtype, contiguous): grad_y then
+/// the fused forward's output [N, C, S] (x's dtype and layout): grad_y then
 /// counts only where relu_out > 0, the ReLU's backward folded in.
 struct BatchNormBackwardArgs {
     View grad_input, grad_weight, grad_bias, grad_y, x, weight, save_mean, save_invstd;
@@ -76,8 +78,9 @@ struct LayerNormBackwardArgs {
 // ---- Fronts ----
 
 // Common rules below. x: f32, f64, f16 or bf16, any strides (a strided input
-// is copied first); outputs and input gradients are new contiguous tensors of
-// x's dtype and shape. Statistics accumulate in f64 in an order fixed by the
+// is copied first); outputs and input gradients are new tensors of x's
+// dtype, shape and memory format (channels-last for a channels-last x,
+// else contiguous). Statistics accumulate in f64 in an order fixed by the
 // shape alone (results do not depend on the number of threads), and saved
 // statistics are f32 for f32/f16/bf16 inputs and f64 for f64 ("the statistics
 // dtype"). weight and bias are optional (an undefined Tensor means none: 1 and

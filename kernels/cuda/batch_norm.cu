@@ -15,21 +15,20 @@
 //        residual (batch_norm_add_relu_forward) reads it in the apply pass:
 //        4·numel·sizeof(T), against 8 for batch norm, add and relu. About 10
 //        FLOPs per element: memory-bound.
-// Launch: plans in kernels/cuda/norm_plan.h: a 256-thread block per channel,
-//        or `splits` blocks per channel writing partials and an ordered
-//        combine pass (few channels, many values each); one thread finishes
-//        each channel (running statistics updated exactly once); then a
-//        vectorized grid-stride apply pass.
-// perf: with S = 1 ([N, C] input) a channel block reads x with stride C
-//        (uncoalesced; neighbouring channels' blocks share the sectors in L2);
-//        a column-tiled statistics kernel like layer norm's would fix it.
+// Launch: the statistics and the backward's sums by reduce_channels
+//        (kernels/cuda/channel_reduce.cuh): a block (or `splits` blocks and
+//        an ordered combine) per channel of an NCHW plane layout; 32-column
+//        tiles of whole rows when S = 1 — a channels-last input, which the
+//        front passes as [N·H·W, C, 1], or a [N, C] batch. One thread
+//        finishes each channel (running statistics updated exactly once);
+//        then a vectorized grid-stride apply pass, whose channel walk serves
+//        both layouts.
 // Deterministic: no atomics; every order of additions depends on the shape only.
 // Test: tests/cuda/test_cuda_norm.cpp (plans: tests/kernels/test_norm_plan.cpp).
 #include <cmath>
-#include <optional>
 
 #include "core/cuda_check.h"
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/channel_reduce.cuh"
 #include "kernels/cuda/loop.cuh"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/norm_common.cuh"
@@ -127,60 +126,6 @@ struct BnBackwardSums {
     }
 };
 
-// Logical block b reduces its chunk of channel b / splits (ChannelPlan);
-// with one split it finishes the channel itself, else it writes partials[b].
-template <class Op>
-__global__ void __launch_bounds__(kNormThreads)
-    channel_reduce_kernel(ChannelPlan p, Op op, typename Op::State* partials) {
-    using State = typename Op::State;
-    using Merge = typename Op::Merge;
-    for (int64_t blk = blockIdx.x; blk < p.blocks; blk += gridDim.x) {
-        const int64_t c = blk / p.splits, k = blk - c * p.splits, end = chunk_end(p, k);
-        int64_t j = chunk_begin(p, k) + threadIdx.x;
-        PlaneCursor at = PlaneCursor::at(p, j);
-        const auto ctx = op.channel(c);
-        State s = op.identity();
-        for (; j < end; j += p.threads, at.advance(p)) s = op.add(s, at.offset(p, c), ctx);
-        s = block_reduce(s, Merge{});
-        if (threadIdx.x == 0) {
-            if (p.splits == 1)
-                op.finish(c, s);
-            else
-                partials[blk] = s;
-        }
-    }
-}
-
-// Block c merges channel c's partials (thread t: k = t, t + 256, ...; then
-// the block's tree) and finishes the channel.
-template <class Op>
-__global__ void __launch_bounds__(kNormThreads)
-    channel_combine_kernel(ChannelPlan p, Op op, const typename Op::State* partials) {
-    using State = typename Op::State;
-    using Merge = typename Op::Merge;
-    for (int64_t c = blockIdx.x; c < p.C; c += gridDim.x) {
-        State s = op.identity();
-        for (int64_t k = threadIdx.x; k < p.splits; k += blockDim.x)
-            s = Merge{}(s, partials[c * p.splits + k]);
-        s = block_reduce(s, Merge{});
-        if (threadIdx.x == 0) op.finish(c, s);
-    }
-}
-
-template <class Op>
-void reduce_channels(const ChannelPlan& p, const Op& op, StreamRef stream) {
-    using State = typename Op::State;
-    std::optional<Workspace> partials;
-    if (p.splits > 1) partials.emplace(stream, size_t(p.blocks) * sizeof(State));
-    State* part = partials ? partials->template as<State>() : nullptr;
-    channel_reduce_kernel<<<unsigned(p.grid), p.threads, 0, stream.handle>>>(p, op, part);
-    EMBER_CUDA_CHECK(cudaGetLastError());
-    if (p.splits == 1) return;
-    const unsigned grid = unsigned(norm_min(p.C, kNormMaxGrid));
-    channel_combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(p, op, part);
-    EMBER_CUDA_CHECK(cudaGetLastError());
-}
-
 // One element of the elementwise pass. Forward: (x − m)·k + b, rounded to T,
 // plus the residual g when kRes (the sum rounded again), then max(·, 0) when
 // kRelu (on the rounded value: −0 and NaN pass, as relu(batch_norm(x) [+ r])
@@ -270,7 +215,7 @@ void bn_backward(const BatchNormBackwardArgs& a, StreamRef stream) {
                                       vec_of(a.grad_bias),
                                       k,
                                       double(N * S)};
-    reduce_channels(plan_channels(N, C, S), op, stream);
+    reduce_channels(N, C, S, op, stream);
     if (want_input)
         bn_apply<T, true, kRelu>(N, C, S, k, a.grad_input.ptr<T>(), x.ptr<const T>(),
                                  a.grad_y.ptr<const T>(), y, stream);
@@ -309,7 +254,7 @@ void batch_norm_forward(const BatchNormArgs& a, StreamRef stream) {
                                    a.momentum,
                                    a.eps,
                                    double(N * S)};
-        reduce_channels(plan_channels(N, C, S), op, stream);
+        reduce_channels(N, C, S, op, stream);
         if (a.relu && a.residual.data)
             bn_apply<T, false, true, true>(N, C, S, consts.as<ChannelConsts<A>>(), a.out.ptr<T>(),
                                            x.ptr<const T>(), a.residual.ptr<const T>(), nullptr,

@@ -1,7 +1,8 @@
 // CUDA batch norm and layer norm kernels on Views (kernels/cuda/batch_norm.cu,
 // layer_norm.cu): the same entry points as kernels/cpu/norm.h, plus the
 // stream they are queued on. The front has checked the arguments and made x and the gradients
-// contiguous [N, C, S] or [R, M]. Plain C++: every build sees these.
+// contiguous [N, C, S] (a channels-last x as [N·H·W, C, 1]) or [R, M]. Plain C++: every build sees
+// these.
 #pragma once
 
 #include "core/cuda_context.h"

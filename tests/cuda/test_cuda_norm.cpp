@@ -12,6 +12,7 @@
 // (rtol_for); sums (the weight and bias gradients) are compared relative to
 // their largest value, as tests/kernels/test_norm.cpp does.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kernels/norm.h"
@@ -249,6 +250,80 @@ TEST_CASE("cuda: batch_norm_add_relu forward equals the CPU's and the unfused op
             check_close(cpu(rvg), rv, 1e-5, 1e-5);
             const auto plain = k::batch_norm_forward(gpu(x), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
             check_bits(got.output, k::relu(k::add(plain.output, gpu(r))));
+        }
+}
+
+// A channels-last x is normalized as it lies ([N·H·W, C] rows, column
+// reductions): every result keeps the format and equals the CPU's on the
+// NCHW copy; a C = 1 stem and a one-pixel map are both layouts at once.
+TEST_CASE("cuda: channels-last batch norm keeps the format and equals the CPU's", "[cuda][norm]") {
+    const Shape shapes[] = {
+        {4, 16, 8, 8}, {2, 3, 5, 7}, {64, 16, 28, 28}, {8, 1, 6, 6}, {16, 40, 1, 1}};
+    const auto cl = [](const Tensor& t) { return gpu(t).contiguous(MemoryFormat::channels_last); };
+    const auto check_format = [](const Tensor& got, const Tensor& x) {
+        REQUIRE(got.device() == kGpu);
+        REQUIRE(got.is_contiguous(MemoryFormat::channels_last));
+        REQUIRE(got.suggest_memory_format() == x.suggest_memory_format());
+    };
+    uint64_t seed = 2100;
+    for (const Shape& shape : shapes)
+        for (DType dt : kFloats) {
+            const int64_t C = shape[1];
+            INFO(dtype_name(dt) << " " << shape_str(shape));
+            const Tensor x = random_tensor(shape, dt, seed++, -3, 5);
+            const Tensor g = random_tensor(shape, dt, seed++, -1, 1);
+            const Tensor r = random_tensor(shape, dt, seed++, -2, 2);
+            const Tensor w = random_tensor({C}, DType::f32, seed++, 0.5, 2);
+            const Tensor b = random_tensor({C}, DType::f32, seed++, -1, 1);
+            const Tensor xg = cl(x);
+            REQUIRE(xg.is_contiguous(MemoryFormat::channels_last));
+
+            Tensor rm = random_tensor({C}, DType::f32, seed++, -1, 1), rv = ones({C});
+            Tensor rmg = gpu(rm), rvg = gpu(rv);
+            const auto want = k::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
+            const auto got = k::batch_norm_relu_forward(xg, gpu(w), gpu(b), rmg, rvg, 0.1, 1e-5);
+            check_format(got.output, xg);
+            check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
+            check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
+            check_close(cpu(got.save_invstd), want.save_invstd, stat_tol(dt), 0);
+            check_close(cpu(rmg), rm, 1e-5, 1e-5);
+            check_close(cpu(rvg), rv, 1e-5, 1e-5);
+
+            const auto plain = k::batch_norm_forward(xg, gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+            check_format(plain.output, xg);
+            check_bits(got.output, k::relu(plain.output));  // the same apply pass
+            const auto res =
+                k::batch_norm_add_relu_forward(xg, cl(r), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+            check_format(res.output, xg);
+            check_bits(res.output, k::relu(k::add(plain.output, cl(r))));
+
+            // Backward from the CPU's saved statistics, plain and through the ReLU.
+            const std::array<bool, 3> all{true, true, true};
+            const auto gw = k::batch_norm_relu_backward(g, want.output, x, w, want.save_mean,
+                                                        want.save_invstd, all);
+            const auto gg =
+                k::batch_norm_relu_backward(cl(g), cl(want.output), xg, gpu(w), gpu(want.save_mean),
+                                            gpu(want.save_invstd), all);
+            check_format(gg.input, xg);
+            check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
+            check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
+            check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
+            const auto pw = k::batch_norm_backward(g, x, w, want.save_mean, want.save_invstd, all);
+            const auto pg = k::batch_norm_backward(cl(g), xg, gpu(w), gpu(want.save_mean),
+                                                   gpu(want.save_invstd), all);
+            check_format(pg.input, xg);
+            check_scaled(pg.input, pw.input, std::max(out_tol(dt), 1e-4));
+            check_scaled(pg.weight, pw.weight, sum_tol(dt, pw.weight.dtype()));
+
+            // Eval, and a gradient of the other layout: the result follows x.
+            const Tensor ev = k::batch_norm_inference(xg, gpu(w), gpu(b), gpu(rm), gpu(rv), 1e-3);
+            check_format(ev, xg);
+            check_close(cpu(ev), k::batch_norm_inference(x, w, b, rm, rv, 1e-3), out_tol(dt),
+                        out_tol(dt));
+            const auto mixed = k::batch_norm_backward(gpu(g), xg, gpu(w), gpu(want.save_mean),
+                                                      gpu(want.save_invstd), all);
+            check_format(mixed.input, xg);
+            check_bits(mixed.input, pg.input);
         }
 }
 
