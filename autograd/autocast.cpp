@@ -28,7 +28,7 @@ constexpr Entry kPolicy[] = {
     {"nll_loss", CastPolicy::f32},     {"mse_loss", CastPolicy::f32},
     {"sum", CastPolicy::f32},          {"mean", CastPolicy::f32},
     {"norm", CastPolicy::f32},         {"var", CastPolicy::f32},
-    {"std", CastPolicy::f32},
+    {"std", CastPolicy::f32},          {"linear_relu", CastPolicy::lower},
 };
 
 }  // namespace

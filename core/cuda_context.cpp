@@ -3,6 +3,7 @@
 // memory, library handles and workspaces.
 #include "core/cuda_context.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #if EMBER_WITH_CUDNN
@@ -127,6 +128,7 @@ struct CudaContext::Resources {
     };
     std::mutex mutex;
     std::map<std::thread::id, cublasHandle_t> blas;  // one per thread: handles are not thread-safe
+    std::map<std::thread::id, cublasLtHandle_t> blas_lt;
 #if EMBER_WITH_CUDNN
     std::map<std::thread::id, cudnnHandle_t> dnn;
 #endif
@@ -352,6 +354,21 @@ void* CudaContext::blas_handle(StreamRef stream) {
     EMBER_CHECK(cublasSetWorkspace(h, ws, kBlasWorkspace) == CUBLAS_STATUS_SUCCESS, "cuda:",
                 index_, ": cublasSetWorkspace failed");
     return h;
+}
+
+void* CudaContext::blas_lt_handle() {
+    const DeviceGuard guard(device());
+    std::lock_guard<std::mutex> lock(resources_->mutex);
+    cublasLtHandle_t& slot = resources_->blas_lt[std::this_thread::get_id()];
+    if (!slot)
+        EMBER_CHECK(cublasLtCreate(&slot) == CUBLAS_STATUS_SUCCESS, "cuda:", index_,
+                    ": cublasLtCreate failed");
+    return slot;
+}
+
+std::pair<void*, size_t> CudaContext::blas_workspace(StreamRef stream) {
+    EMBER_INTERNAL_ASSERT(stream.device == device());
+    return {workspace(kBlasWorkspace, stream), kBlasWorkspace};
 }
 
 void* CudaContext::dnn_handle(StreamRef stream) {

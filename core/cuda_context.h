@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/caching_allocator.h"
@@ -169,6 +170,13 @@ public:
     /// This thread's cuBLAS handle for the device (a cublasHandle_t), created
     /// on first use and bound to `stream` and to the device's workspace.
     void* blas_handle(StreamRef stream);
+    /// This thread's cuBLASLt handle for the device (a cublasLtHandle_t),
+    /// created on first use; cuBLASLt takes the stream and the workspace
+    /// (blas_workspace) with every call.
+    void* blas_lt_handle();
+    /// The workspace of cuBLAS and cuBLASLt calls queued on `stream`: its
+    /// address and size in bytes.
+    std::pair<void*, size_t> blas_workspace(StreamRef stream);
     /// This thread's cuDNN handle (a cudnnHandle_t), created on first use and
     /// bound to `stream`; an Error in a build without cuDNN.
     void* dnn_handle(StreamRef stream);

@@ -8,9 +8,12 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/matmul_plan.h"
+#include "kernels/elementwise.h"
 #include "kernels/front.h"
+#include "kernels/reduce.h"
 
 namespace ember::kernels {
 
@@ -93,6 +96,60 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
     return ct == dt ? out : cast(out, dt);
 }
 
+// A matrix cuBLASLt reads in place: unit column stride and rows that do
+// not overlap (a single row or column may have any stride).
+bool lt_rows(const Tensor& t) {
+    return (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) >= t.size(1));
+}
+
+// linear on CUDA with the bias (and the ReLU) in cuBLASLt's epilogue
+// (kernels/cuda/linear.h): x's rows as one [R, in] matrix, f32/f16/bf16. An
+// undefined Tensor where that does not apply or cuBLASLt offers no
+// algorithm: the caller takes the plain path (bias copied into out, GEMM
+// accumulating onto it).
+Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                       const char* op) {
+    if (!x.device().is_cuda() || !bias.defined() || x.dtype() == DType::f64 || w.size(1) == 0)
+        return Tensor();
+    const int64_t in = w.size(1), out_f = w.size(0);
+    const std::optional<Tensor> x2 = views::try_view(x, {-1, in});
+    if (!x2 || x2->size(0) == 0 || out_f == 0 || !lt_rows(*x2) || !lt_rows(w)) return Tensor();
+    const Tensor b = contiguous(bias);
+    Shape shape = x.shape();
+    shape.back() = out_f;
+    Tensor out = empty(shape, like(x));
+    const View o = view_of(views::view(out, {-1, out_f}), op), vx = view_of(*x2, op),
+               vw = view_of(w, op), vb = view_of(b, op);
+    bool ran = false;
+    dispatch({op, x.device(), {&out, &x, &w, &b}, 2.0 * double(out.numel()) * double(in)},
+             no_kernel,
+             [&](auto stream) { ran = cuda::linear_forward(o, vx, vw, vb, relu, stream); });
+    return ran ? out : Tensor();
+}
+
+// linear's argument checks (op names the entry point).
+void check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
+    if (bias.defined())
+        check_operands({&x, &w, &bias}, op);
+    else
+        check_operands({&x, &w}, op);
+    EMBER_CHECK(w.dim() == 2, op, ": expected a 2-d weight [out, in], got ", describe(w));
+    EMBER_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), op, ": input ", describe(x),
+                " does not end in the ", w.size(1), " input features of weight ", describe(w));
+    EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), op,
+                ": expected bias [", w.size(0), "] for weight ", describe(w), ", got ",
+                describe(bias));
+}
+
+// x · wᵀ + bias by the plain path: x [..., in] · wᵀ, wᵀ a column-major view
+// of w shared by every row of x, so the GEMM runs as one [rows, in] · [in,
+// out] product when x's rows stack.
+Tensor plain_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
+    if (x.dim() == 1)
+        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, op), 0);
+    return product(x, views::t(w), bias, x, w, op);
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -126,22 +183,39 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-    if (bias.defined())
-        check_operands({&x, &w, &bias}, "linear");
-    else
-        check_operands({&x, &w}, "linear");
-    EMBER_CHECK(w.dim() == 2, "linear: expected a 2-d weight [out, in], got ", describe(w));
-    EMBER_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ", describe(x),
-                " does not end in the ", w.size(1), " input features of weight ", describe(w));
-    EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)),
-                "linear: expected bias [", w.size(0), "] for weight ", describe(w), ", got ",
-                describe(bias));
-    // x [..., in] · wᵀ: wᵀ is a column-major view of w, shared by every row of
-    // x, so the GEMM runs as one [rows, in] · [in, out] product when x's rows stack.
-    if (x.dim() == 1)
-        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, "linear"),
-                              0);
-    return product(x, views::t(w), bias, x, w, "linear");
+    check_linear(x, w, bias, "linear");
+    if (Tensor y = epilogue_linear(x, w, bias, false, "linear"); y.defined()) return y;
+    return plain_linear(x, w, bias, "linear");
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+    check_linear(x, w, bias, "linear_relu");
+    if (Tensor y = epilogue_linear(x, w, bias, true, "linear_relu"); y.defined()) return y;
+    return relu(plain_linear(x, w, bias, "linear_relu"));
+}
+
+LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias) {
+    const char* op = "linear_weight_grad";
+    check_operands({&grad, &x}, op);
+    EMBER_CHECK(grad.dim() == 2 && x.dim() == 2 && grad.size(0) == x.size(0), op,
+                ": expected grad [rows, out] and input [rows, in], got ", describe(grad), " and ",
+                describe(x));
+    const int64_t out_f = grad.size(1), in = x.size(1);
+    if (want_bias && grad.device().is_cuda() && grad.dtype() != DType::f64 && grad.numel() > 0 &&
+        in > 0 && lt_rows(grad) && lt_rows(x)) {
+        LinearWeightGrads r{empty({out_f, in}, like(x)), empty({out_f}, like(x))};
+        const View vw = view_of(r.weight, op), vb = view_of(r.bias, op), vg = view_of(grad, op),
+                   vx = view_of(x, op);
+        bool ran = false;
+        dispatch({op,
+                  x.device(),
+                  {&r.weight, &r.bias, &grad, &x},
+                  2.0 * double(out_f) * double(in) * double(x.size(0))},
+                 no_kernel,
+                 [&](auto stream) { ran = cuda::linear_weight_grad(vw, vb, vg, vx, stream); });
+        if (ran) return r;
+    }
+    return {matmul(views::transpose(grad, 0, 1), x), want_bias ? sum(grad, {0}) : Tensor()};
 }
 
 }  // namespace ember::kernels

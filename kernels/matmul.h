@@ -49,6 +49,23 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 
 /// The linear layer y = x · wᵀ + bias with x [..., in], w [out, in] and bias
 /// [out] or undefined; y is [..., out]. w is read transposed in place.
+/// On CUDA with a bias (f32, f16, bf16), one cuBLASLt GEMM adds the bias in
+/// its epilogue (kernels/cuda/linear.h); elsewhere the bias is out's
+/// starting value and the GEMM accumulates onto it.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+/// relu(linear(x, w, bias)) in one op: on CUDA with a bias the ReLU rides in
+/// the same epilogue (CUBLASLT_EPILOGUE_RELU_BIAS), elsewhere linear then relu.
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+/// The linear layer's weight gradient and, when want_bias, its bias gradient
+/// from grad [rows, out] and x [rows, in] (the layer's rows stacked):
+/// weight = gradᵀ · x [out, in], bias = Σ over the rows of grad [out]. On
+/// CUDA (f32, f16, bf16) one cuBLASLt GEMM sums the bias gradient in its
+/// epilogue (CUBLASLT_EPILOGUE_BGRADB); elsewhere matmul, then sum.
+struct LinearWeightGrads {
+    Tensor weight, bias;
+};
+LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias);
 
 }  // namespace ember::kernels

@@ -34,7 +34,7 @@ void check_size(int64_t v, const char* what, const char* layer) {
 // ---- Linear ----
 
 Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
-    : in_(in_features), out_(out_features) {
+    : in_(in_features), out_(out_features), relu_(options.relu) {
     check_size(in_features, "in_features", "Linear");
     check_size(out_features, "out_features", "Linear");
     const double bound = 1.0 / std::sqrt(double(in_features));
@@ -50,11 +50,12 @@ Tensor Linear::forward(const Tensor& x) {
     EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear(in=", in_, ", out=", out_,
                 "): input of shape ", x.defined() ? shape_str(x.shape()) : "undefined",
                 " does not end in ", in_);
-    return linear(x, weight, bias);
+    return relu_ ? linear_relu(x, weight, bias) : linear(x, weight, bias);
 }
 
 std::string Linear::describe() const {
-    return str("Linear(in=", in_, ", out=", out_, ", bias=", bias.defined() ? "true" : "false", ")");
+    return str("Linear(in=", in_, ", out=", out_, ", bias=", bias.defined() ? "true" : "false",
+               relu_ ? ", relu=true" : "", ")");
 }
 
 // ---- Conv2d ----

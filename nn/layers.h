@@ -28,6 +28,9 @@ struct Pair {
 struct LinearOptions {
     bool bias = true;
     DType dtype = DType::f32;
+    /// y = relu(x·Wᵀ + b) as one op (ember::linear_relu: on CUDA the ReLU
+    /// rides in the GEMM's epilogue with the bias); the parameters are the same.
+    bool relu = false;
 };
 /// y = x·Wᵀ + b; W [out, in] and b [out] uniform in ±1/√in (PyTorch's default).
 class Linear : public Module {
@@ -40,6 +43,7 @@ public:
 
 private:
     int64_t in_, out_;
+    bool relu_;
 };
 
 struct Conv2dOptions {

@@ -2,10 +2,11 @@
 // with transposes read in place by the GEMM (no copies) and broadcast batch
 // dims summed back.
 #include "autograd/ops/matmul.h"
-#include "kernels/copy.h"
 
 #include "autograd/autocast.h"
 #include "autograd/graph.h"
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 
@@ -79,6 +80,29 @@ Tensor addmm(const Tensor& c0, const Tensor& a0, const Tensor& b0) {
     return out;
 }
 
+namespace {
+
+// linear's gradients from dy [.., out]: with y = x [.., in] · wᵀ + b over all
+// rows, dx = dy · w, dw = dyᵀ · x and db = Σ dy (dw and db from one GEMM
+// where the backend fuses them: kernels::linear_weight_grad).
+TensorList linear_grads(const Tensor& dy, const Tensor& x, const Tensor& w, const Shape& sx,
+                        bool gx, bool gw, bool gbias) {
+    const Tensor g2 = kernels::reshape(dy, {-1, dy.size(-1)});
+    Tensor dx, dw, db;
+    if (gx) dx = kernels::reshape(k::matmul(g2, w), sx);
+    if (gw) {
+        k::LinearWeightGrads d =
+            k::linear_weight_grad(g2, kernels::reshape(x, {-1, sx.back()}), gbias);
+        dw = d.weight;
+        db = d.bias;
+    } else if (gbias) {
+        db = k::sum(g2, {0});
+    }
+    return TensorList{dx, dw, db};
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     const Tensor x = amp::cast_input("linear", x0), w = amp::cast_input("linear", w0),
                  bias = amp::cast_input("linear", bias0);
@@ -88,14 +112,24 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
                    gbias = node->needs_input_grad(2);
         node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
                           sx = x.shape(), gx, gw, gbias](const TensorList& g) {
-            // y [.., out] = x [.., in] · wᵀ: dx = dy · w, dw = dyᵀ · x over all rows, db = Σ dy.
-            const int64_t out_f = g[0].size(-1);
-            const Tensor g2 = kernels::reshape(g[0], {-1, out_f});
-            Tensor dx, dw, db;
-            if (gx) dx = kernels::reshape(k::matmul(g2, w), sx);
-            if (gw) dw = k::matmul(mT(g2), kernels::reshape(x, {-1, sx.back()}));
-            if (gbias) db = k::sum(g2, {0});
-            return TensorList{dx, dw, db};
+            return linear_grads(g[0], x, w, sx, gx, gw, gbias);
+        };
+        autograd::set_history(node, out);
+    }
+    return out;
+}
+
+Tensor linear_relu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
+    const Tensor x = amp::cast_input("linear_relu", x0), w = amp::cast_input("linear_relu", w0),
+                 bias = amp::cast_input("linear_relu", bias0);
+    Tensor out = k::linear_relu(x, w, bias);
+    if (auto node = autograd::make_node("linear_relu", {x, w, bias})) {
+        const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
+                   gbias = node->needs_input_grad(2);
+        // y > 0 exactly where the pre-ReLU value is > 0: the output is the mask.
+        node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
+                          y = node->save(out), sx = x.shape(), gx, gw, gbias](const TensorList& g) {
+            return linear_grads(k::relu_backward(g[0], y), x, w, sx, gx, gw, gbias);
         };
         autograd::set_history(node, out);
     }

@@ -12,5 +12,8 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// x · wᵀ + bias (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+/// relu(linear(x, w, bias)) as one op: on CUDA the bias and the ReLU ride in
+/// the GEMM's epilogue (kernels/matmul.h); the backward masks dy by y > 0.
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
 }  // namespace ember

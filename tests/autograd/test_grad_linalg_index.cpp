@@ -74,6 +74,21 @@ TEST_CASE("grad: linear with and without bias, 1-d, 2-d and 3-d input", "[grad]"
     check_grad([&](const std::vector<Tensor>& in) { return linear(xc, in[0]); }, {w});
 }
 
+// linear_relu's backward masks dy by y > 0; the inputs keep every
+// pre-ReLU value away from 0, where the finite difference would straddle the kink.
+TEST_CASE("grad: linear_relu with and without bias", "[grad]") {
+    Tensor w = leaf({5, 4}, 11), bias = leaf({5}, 12);
+    for (const Shape& sx : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+        INFO("x " << shape_str(sx));
+        Tensor x = leaf(sx, 13);
+        const Tensor pre = linear(x.detach(), w.detach(), bias.detach());
+        for (double v : values(pre)) REQUIRE(std::abs(v) > 1e-3);
+        check_grad([](const std::vector<Tensor>& in) { return linear_relu(in[0], in[1], in[2]); },
+                   {x, w, bias});
+        check_grad([](const std::vector<Tensor>& in) { return linear_relu(in[0], in[1]); }, {x, w});
+    }
+}
+
 TEST_CASE("grad: index_select and gather with repeated indices", "[grad]") {
     Tensor x = leaf({4, 3}, 1);
     const Tensor i0 = indices({2, 0, 2, 3}, {4});

@@ -214,6 +214,57 @@ TEST_CASE("bmm, addmm and linear match the reference", "[matmul]") {
                 .shape() == Shape{0, 4});
 }
 
+TEST_CASE("linear_relu and linear_weight_grad match the reference", "[matmul]") {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+        INFO(dtype_name(dt));
+        // linear_relu: max(x·wᵀ + b, 0), with and without bias, 1-d to 3-d x.
+        const Tensor w = random_tensor({6, 5}, dt, 60), bias = random_tensor({6}, dt, 61);
+        for (const Shape& sx : {Shape{5}, Shape{4, 5}, Shape{2, 3, 5}}) {
+            INFO("x " << shape_str(sx));
+            const Tensor x = random_tensor(sx, dt, 62);
+            Shape shape;
+            std::vector<double> want =
+                reference_matmul(x.dim() == 1 ? x.unsqueeze(0) : x, w.t(), &shape);
+            const std::vector<double> vb = values(bias);
+            std::vector<double> nb = want;
+            for (size_t i = 0; i < want.size(); ++i) {
+                want[i] = std::max(want[i] + vb[i % 6], 0.0);
+                nb[i] = std::max(nb[i], 0.0);
+            }
+            const Tensor y = kernels::linear_relu(x, w, bias);
+            Shape ys = sx;
+            ys.back() = 6;
+            REQUIRE(y.shape() == ys);
+            REQUIRE(y.dtype() == dt);
+            check_close(y, want, rtol_for(dt), atol_for(dt, 5));
+            check_close(kernels::linear_relu(x, w), nb, rtol_for(dt), atol_for(dt, 5));
+        }
+
+        // linear_weight_grad: gᵀ·x and the column sums of g, from strided operands too.
+        const Tensor g = random_tensor({7, 6}, dt, 63), x = random_tensor({7, 5}, dt, 64);
+        for (const bool strided : {false, true}) {
+            const Tensor gi = strided ? non_contiguous(g) : g,
+                         xi = strided ? x.t().contiguous().t() : x;  // column-major
+            Shape shape;
+            const std::vector<double> want_w = reference_matmul(g.t(), x, &shape);
+            std::vector<double> want_b(6, 0.0);
+            const std::vector<double> vg = values(g);
+            for (size_t i = 0; i < vg.size(); ++i) want_b[i % 6] += vg[i];
+            const kernels::LinearWeightGrads r = kernels::linear_weight_grad(gi, xi, true);
+            REQUIRE(r.weight.shape() == Shape{6, 5});
+            REQUIRE(r.bias.shape() == Shape{6});
+            REQUIRE(r.bias.dtype() == dt);
+            check_close(r.weight, want_w, rtol_for(dt), atol_for(dt, 7));
+            check_close(r.bias, want_b, rtol_for(dt), atol_for(dt, 7));
+            CHECK_FALSE(kernels::linear_weight_grad(gi, xi, false).bias.defined());
+        }
+    }
+    REQUIRE_THROWS_WITH_MSG(kernels::linear_weight_grad(zeros({3, 4}), zeros({2, 5}), true),
+                            "linear_weight_grad: expected grad [rows, out] and input [rows, in]");
+    REQUIRE_THROWS_WITH_MSG(kernels::linear_relu(zeros({3, 4}), zeros({2, 5})),
+                            "linear_relu: input f32 [3, 4]");
+}
+
 TEST_CASE("cpu::matmul overwrites a poisoned output, zeroes it for K = 0, accumulates on request",
           "[matmul]") {
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -250,10 +301,11 @@ TEST_CASE("matmul errors name the op, shapes and dtypes", "[matmul][errors]") {
         kernels::matmul(m23, random_tensor({3, 2}, DType::f64, 75)),
         "matmul: expected operands of one dtype, got f32 [2, 3] on cpu and f64 [3, 2] on cpu");
     REQUIRE_THROWS_WITH_MSG(kernels::matmul(random_tensor({2, 2}, DType::u8, 76, 0, 3),
-                                   random_tensor({2, 2}, DType::u8, 77, 0, 3)),
+                                            random_tensor({2, 2}, DType::u8, 77, 0, 3)),
                             "matmul: dtype u8 is not supported");
     REQUIRE_THROWS_WITH_MSG(
-        kernels::matmul(random_tensor({2, 3, 4}, DType::f32, 78), random_tensor({3, 4, 5}, DType::f32, 79)),
+        kernels::matmul(random_tensor({2, 3, 4}, DType::f32, 78),
+                        random_tensor({3, 4, 5}, DType::f32, 79)),
         "matmul: batch dims of f32 [2, 3, 4] on cpu and f32 [3, 4, 5] on cpu do not broadcast");
     REQUIRE_THROWS_WITH_MSG(kernels::bmm(m23, m23.t()), "bmm: expected 3-d operands");
     REQUIRE_THROWS_WITH_MSG(kernels::bmm(random_tensor({2, 3, 4}, DType::f32, 80),

@@ -108,6 +108,22 @@ TEST_CASE("Linear: x·Wᵀ + b against loops", "[nn][layers]") {
     CHECK(nobias.describe() == "Linear(in=4, out=1, bias=false)");
 }
 
+TEST_CASE("Linear: relu option is one fused op with the same parameters", "[nn][layers]") {
+    nn::Linear plain(7, 5), fused(7, 5, {.relu = true});
+    CHECK(fused.describe() == "Linear(in=7, out=5, bias=true, relu=true)");
+    CHECK(fused.named_parameters().size() == plain.named_parameters().size());
+    fused.weight.detach().copy_(plain.weight.detach());
+    fused.bias.detach().copy_(plain.bias.detach());
+    const Tensor x = random_tensor({6, 7}, DType::f32, 20);
+    const Tensor want = relu(plain(x));
+    const Tensor y = fused(x);
+    check_close(y, want, 0, 0);
+    bool some_zero = false, some_positive = false;
+    for (double v : values(y)) (v == 0 ? some_zero : some_positive) = true;
+    CHECK((some_zero && some_positive));  // the ReLU cuts somewhere
+    REQUIRE(y.grad_fn() != nullptr);
+}
+
 TEST_CASE("Linear: errors name the sizes", "[nn][layers]") {
     nn::Linear lin(3, 4);
     REQUIRE_THROWS_WITH_MSG(lin(zeros({5, 7})),

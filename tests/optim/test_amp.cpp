@@ -27,6 +27,7 @@ TEST_CASE("amp: autocast casts by the op's policy", "[amp]") {
         const Tensor y = linear(x, w, b);
         CHECK(y.dtype() == DType::bf16);
         CHECK(matmul(x, w.t()).dtype() == DType::bf16);
+        CHECK(linear_relu(x, w, b).dtype() == DType::bf16);
         CHECK(softmax(y, 1).dtype() == DType::f32);
         CHECK(log_softmax(y, 1).dtype() == DType::f32);
         CHECK(sum(y).dtype() == DType::f32);

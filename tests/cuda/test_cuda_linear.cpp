@@ -1,0 +1,136 @@
+// The linear layer through cuBLASLt's epilogues (kernels/cuda/linear.cpp)
+// against the CPU: the forward with the bias (and the ReLU) fused, the
+// weight gradient with the bias gradient (BGRADB) fused, in f32 (TF32 off),
+// f16 and bf16; the entry points themselves take aligned problems (so the
+// fused path is what the fronts' results here come from), operands at odd
+// offsets and strides still give the CPU's values (fused or by the
+// fallback), and a Linear(relu) module's step equals the CPU's.
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "core/cuda_context.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/elementwise.h"
+#include "kernels/front.h"
+#include "kernels/matmul.h"
+#include "kernels/reduce.h"
+#include "nn/layers.h"
+#include "support.h"
+
+using namespace ember;
+using namespace ember::test;
+namespace k = ember::kernels;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+const DType kLtTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+Tensor rnd(const Shape& s, DType dt, uint64_t seed) { return random_tensor(s, dt, seed, -1, 1); }
+
+// The CPU computes from the same (rounded) inputs in f32, or f64 for f32.
+Tensor wide(const Tensor& t) {
+    return t.to(kCpu).to(t.dtype() == DType::f32 ? DType::f64 : DType::f32);
+}
+
+// Sums of k terms in [-1, 1]: both sides accumulate in f32 in their own
+// order; f16/bf16 results are rounded once.
+void check_sum(const Tensor& got, const Tensor& want, DType dt, int64_t k) {
+    const double s = std::sqrt(double(k));
+    const double rtol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 2e-3 : 1.6e-2;
+    const double atol = dt == DType::f32 ? 1e-5 * s : dt == DType::f16 ? 1e-3 * s : 8e-3 * s;
+    REQUIRE(got.device() == kGpu);
+    REQUIRE(got.dtype() == dt);
+    check_close(got.to(kCpu).to(want.dtype()), want, rtol, atol);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the CPU's",
+          "[cuda][matmul][linear]") {
+    uint64_t seed = 900;
+    for (DType dt : kLtTypes)
+        for (const bool relu : {false, true}) {
+            INFO(dtype_name(dt) << (relu ? " relu" : ""));
+            const int64_t M = 64, K = 256, N = 128;
+            const Tensor x = rnd({M, K}, dt, ++seed).to(kGpu), w = rnd({N, K}, dt, ++seed).to(kGpu),
+                         b = rnd({N}, dt, ++seed).to(kGpu);
+            Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
+            const StreamRef stream = current_stream(kGpu);
+            REQUIRE(k::cuda::linear_forward(k::view_of(out), k::view_of(x), k::view_of(w),
+                                            k::view_of(b), relu, stream));
+            Tensor want = k::linear(wide(x), wide(w), wide(b));
+            if (relu) want = k::relu(want);
+            check_sum(out, want, dt, K);
+
+            const Tensor g = rnd({M, N}, dt, ++seed).to(kGpu);
+            Tensor gw = empty({N, K}, {.dtype = dt, .device = kGpu}),
+                   gb = empty({N}, {.dtype = dt, .device = kGpu});
+            REQUIRE(k::cuda::linear_weight_grad(k::view_of(gw), k::view_of(gb), k::view_of(g),
+                                                k::view_of(x), stream));
+            check_sum(gw, k::matmul(wide(g).t(), wide(x)), dt, M);
+            check_sum(gb, k::sum(wide(g), {0}), dt, M);
+        }
+}
+
+TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on awkward operands",
+          "[cuda][matmul][linear]") {
+    uint64_t seed = 950;
+    for (DType dt : kLtTypes) {
+        INFO(dtype_name(dt));
+        // Odd sizes; a batch of rows; a bias and an x at an odd element
+        // offset (alignment 2 or 4 bytes); a transposed (column-major) x.
+        const Tensor w = rnd({33, 127}, dt, ++seed), wg = w.to(kGpu);
+        const Tensor bias_buf = rnd({34}, dt, ++seed);
+        const Tensor bias = bias_buf.slice(0, 1, 34, 1), bg = bias_buf.to(kGpu).slice(0, 1, 34, 1);
+        const Tensor x_buf = rnd({9, 128}, dt, ++seed), xt = rnd({127, 6}, dt, ++seed);
+        const Tensor x2 = rnd({7, 127}, dt, ++seed), x3 = rnd({2, 5, 127}, dt, ++seed),
+                     x1 = rnd({127}, dt, ++seed);
+        const std::vector<std::pair<Tensor, Tensor>> xs = {
+            {x2, x2.to(kGpu)},
+            {x3, x3.to(kGpu)},
+            {x_buf.slice(1, 1, 128, 1), x_buf.to(kGpu).slice(1, 1, 128, 1)},
+            {xt.t(), xt.to(kGpu).t()},
+            {x1, x1.to(kGpu)}};
+        for (const auto& [x, xg] : xs) {
+            INFO("x " << shape_str(xg.shape()) << " strides " << shape_str(xg.strides()));
+            check_sum(k::linear(xg, wg, bg), k::linear(wide(x), wide(w), wide(bias)), dt, 127);
+            check_sum(k::linear_relu(xg, wg, bg), k::relu(k::linear(wide(x), wide(w), wide(bias))),
+                      dt, 127);
+            check_sum(k::linear_relu(xg, wg), k::relu(k::linear(wide(x), wide(w))), dt, 127);
+        }
+        // The weight gradient from a strided g and a column-major x.
+        const Tensor g = rnd({40, 33}, dt, ++seed), x = rnd({127, 40}, dt, ++seed).t();
+        for (const bool bias_too : {true, false}) {
+            const k::LinearWeightGrads r = k::linear_weight_grad(
+                non_contiguous(g.to(kGpu)), x.to(kGpu).t().contiguous().t(), bias_too);
+            check_sum(r.weight, k::matmul(wide(g).t(), wide(x)), dt, 40);
+            REQUIRE(r.bias.defined() == bias_too);
+            if (bias_too) check_sum(r.bias, k::sum(wide(g), {0}), dt, 40);
+        }
+    }
+}
+
+TEST_CASE("cuda: a Linear(relu) + Linear step equals the CPU's", "[cuda][matmul][linear]") {
+    // Forward and backward through the fused epilogues on the GPU, the plain
+    // ops on the CPU, from the same parameters and batch.
+    nn::Linear l1(96, 64, {.relu = true}), l2(64, 10);
+    nn::Linear g1(96, 64, {.relu = true}), g2(64, 10);
+    for (auto [src, dst] : {std::pair{&l1, &g1}, std::pair{&l2, &g2}}) {
+        dst->weight.detach().copy_(src->weight.detach());
+        dst->bias.detach().copy_(src->bias.detach());
+    }
+    g1.to(kGpu);
+    g2.to(kGpu);
+    const Tensor x = rnd({32, 96}, DType::f32, 990), dy = rnd({32, 10}, DType::f32, 991);
+    const Tensor yc = l2(l1(x)), yg = g2(g1(x.to(kGpu)));
+    yc.backward(dy);
+    yg.backward(dy.to(kGpu));
+    check_sum(yg, yc, DType::f32, 96);
+    check_sum(g1.weight.grad(), l1.weight.grad(), DType::f32, 32);
+    check_sum(g1.bias.grad(), l1.bias.grad(), DType::f32, 32);
+    check_sum(g2.weight.grad(), l2.weight.grad(), DType::f32, 32);
+    check_sum(g2.bias.grad(), l2.bias.grad(), DType::f32, 32);
+}
