@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <typeinfo>
 
 #include "autograd/ops/matmul.h"
 #include "kernels/factories.h"
@@ -47,10 +48,19 @@ Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
 }
 
 Tensor Linear::forward(const Tensor& x) {
+    check_input(x);
+    return relu_ ? linear_relu(x, weight, bias) : linear(x, weight, bias);
+}
+
+Tensor Linear::forward_relu(const Tensor& x) {
+    check_input(x);
+    return linear_relu(x, weight, bias);
+}
+
+void Linear::check_input(const Tensor& x) const {
     EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear(in=", in_, ", out=", out_,
                 "): input of shape ", x.defined() ? shape_str(x.shape()) : "undefined",
                 " does not end in ", in_);
-    return relu_ ? linear_relu(x, weight, bias) : linear(x, weight, bias);
 }
 
 std::string Linear::describe() const {
@@ -216,8 +226,19 @@ void Sequential::append(std::shared_ptr<Module> m) {
 void Sequential::replace(size_t i, std::shared_ptr<Module> m) { replace_child(i, std::move(m)); }
 
 Tensor Sequential::forward(const Tensor& x) {
+    const auto& children = named_children();
     Tensor h = x;
-    for (auto& [_, m] : named_children()) h = m->forward(h);
+    for (size_t i = 0; i < children.size(); ++i) {
+        Module& m = *children[i].second;
+        const bool relu_next =
+            i + 1 < children.size() && typeid(*children[i + 1].second) == typeid(ReLU);
+        if (relu_next && typeid(m) == typeid(Linear)) {  // one op for the pair
+            h = static_cast<Linear&>(m).forward_relu(h);
+            ++i;
+        } else {
+            h = m.forward(h);
+        }
+    }
     return h;
 }
 

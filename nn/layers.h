@@ -37,11 +37,15 @@ class Linear : public Module {
 public:
     Linear(int64_t in_features, int64_t out_features, LinearOptions options = {});
     Tensor forward(const Tensor& x) override;
+    /// relu(forward(x)) as one op (linear_relu); Sequential calls it for a
+    /// Linear followed by a ReLU.
+    Tensor forward_relu(const Tensor& x);
     std::string type_name() const override { return "Linear"; }
     std::string describe() const override;
     Tensor weight, bias;  // bias undefined without one
 
 private:
+    void check_input(const Tensor& x) const;
     int64_t in_, out_;
     bool relu_;
 };
@@ -210,6 +214,9 @@ private:
 
 /// Runs its children in order. Children are named "0", "1", ... Appending a
 /// BatchNorm2d right after a Conv2d that has a bias prints a warning (TIPS #12).
+/// A Linear followed by a ReLU runs as one op (Linear::forward_relu: on CUDA
+/// the bias and the ReLU ride in the GEMM's epilogue) with the same values
+/// and gradients as the two.
 class Sequential : public Module {
 public:
     Sequential() = default;

@@ -8,8 +8,9 @@
 // - columns (S = 1: channels-last [N·H·W, C], or a [N, C] batch): a
 //   channel is a column with stride C, so a block takes 32 neighbouring
 //   columns × 8 row lanes and reads whole rows of them (coalesced); each of
-//   `parts` row ranges writes a partial per column that a second pass
-//   combines in order (ColumnPlan, the layer-norm column sums' plan).
+//   `parts` row ranges writes a partial per column that a block per column
+//   combines in a fixed order (ColumnPlan, the layer-norm column sums'
+//   plan). perf: with C < 32 channels, 32 − C lanes of a tile idle.
 //
 // The Op provides: State and Merge (an associative combine), identity(),
 // channel(c) (a per-channel context, e.g. the mean), add(state, i, ctx) with
@@ -102,15 +103,20 @@ __global__ void __launch_bounds__(kColTile* kColRows)
     }
 }
 
-// Thread c merges column c's partials in order of the part and finishes it.
+// Block c merges column c's partials (thread t: parts t, t + 256, ...; then
+// the block's tree; few channels have up to ~1024 parts each, too long a
+// chain for one thread) and finishes the column.
 template <class Op>
-__global__ void column_combine_kernel(ColumnPlan p, Op op, const typename Op::State* partials) {
+__global__ void __launch_bounds__(kNormThreads)
+    column_combine_kernel(ColumnPlan p, Op op, const typename Op::State* partials) {
+    using State = typename Op::State;
     using Merge = typename Op::Merge;
-    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < p.M;
-         c += int64_t(gridDim.x) * blockDim.x) {
-        typename Op::State s = partials[c];
-        for (int64_t q = 1; q < p.parts; ++q) s = Merge{}(s, partials[q * p.M + c]);
-        op.finish(c, s);
+    for (int64_t c = blockIdx.x; c < p.M; c += gridDim.x) {
+        State s = op.identity();
+        for (int64_t q = threadIdx.x; q < p.parts; q += blockDim.x)
+            s = Merge{}(s, partials[q * p.M + c]);
+        s = block_reduce(s, Merge{});
+        if (threadIdx.x == 0) op.finish(c, s);
     }
 }
 
@@ -128,7 +134,8 @@ void reduce_channels(int64_t N, int64_t C, int64_t S, const Op& op, StreamRef st
                                dim3(kColTile, kColRows), 0, stream.handle>>>(p, op, part);
         EMBER_CUDA_CHECK(cudaGetLastError());
         if (p.parts == 1) return;
-        column_combine_kernel<<<grid_for(C, 256), 256, 0, stream.handle>>>(p, op, part);
+        const unsigned grid = unsigned(norm_min(C, kNormMaxGrid));
+        column_combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(p, op, part);
         EMBER_CUDA_CHECK(cudaGetLastError());
         return;
     }

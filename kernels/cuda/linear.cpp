@@ -11,8 +11,8 @@
 //                    N×M), k = M, and CUBLASLT_EPILOGUE_BGRADB sums op(B) = g
 //                    over k: the bias gradient over D's N columns.
 // Dtypes:  f32 (CUBLAS_COMPUTE_32F, _FAST_TF32 when allow_tf32()), f16 and
-//          bf16 (32F compute and scale; no split-K reduction in the output
-//          type, as kernels/cuda/matmul.cpp forbids reduced-precision
+//          bf16 (32F compute and scale; split-K reductions, if any, in f32
+//          only, as kernels/cuda/matmul.cpp forbids reduced-precision
 //          reductions). The bias and its gradient have the output's dtype.
 // Cost:    2·M·N·K FLOPs; bytes as the plain GEMM, minus what the fusion
 //          saves: the forward skips the bias broadcast into out and the
@@ -22,9 +22,13 @@
 //          shapes, strides and the operands' actual alignments) then
 //          cublasLtMatmul on the stream, with the stream's cuBLAS workspace.
 //          No algorithm offered: false, nothing queued; the front falls back.
-// Determinism: the heuristic's choice depends on the problem alone, and
-//          cuBLASLt gives the same bits for the same algorithm on one GPU
-//          model; TF32 changes the bits.
+// Determinism: the heuristic's choice depends on the problem and the
+//          operands' alignments, and cuBLASLt gives the same bits for the
+//          same algorithm on one GPU model: the same call gives the same bits
+//          run to run, but an operand at another alignment (or the fallback)
+//          may round differently; TF32 changes the bits.
+// Profiling: a call that falls back shows as this op with no time, then the
+//          plain path's ops.
 // CPU twin: the front's matmul + bias (kernels/matmul.cpp). Test:
 //          tests/cuda/test_cuda_linear.cpp.
 #include "kernels/cuda/linear.h"
@@ -157,9 +161,11 @@ bool run(const LtGemm& g, DType dtype, StreamRef stream) {
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.b));
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.d));
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.d));
+    // f16/bf16: split-K partial sums only in the compute type (f32); INPLACE
+    // and OUTPUT_TYPE would add them in the output's precision.
     if (types->half_precision)
         pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                 uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE));
+                 uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
 
     cublasLtMatmulHeuristicResult_t found{};
     int count = 0;

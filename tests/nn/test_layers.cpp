@@ -124,6 +124,28 @@ TEST_CASE("Linear: relu option is one fused op with the same parameters", "[nn][
     REQUIRE(y.grad_fn() != nullptr);
 }
 
+TEST_CASE("Sequential: a Linear followed by a ReLU runs as one op", "[nn][layers]") {
+    nn::Sequential seq(nn::Linear(6, 8), nn::ReLU(), nn::Linear(8, 3), nn::ReLU());
+    CHECK(seq.named_parameters().size() == 4);  // names and parameters as before: 0.*, 2.*
+    const auto l0 = std::dynamic_pointer_cast<nn::Linear>(seq[0]);
+    const auto l2 = std::dynamic_pointer_cast<nn::Linear>(seq[2]);
+    REQUIRE((l0 && l2));
+    const Tensor x = random_tensor({5, 6}, DType::f32, 21);
+    const Tensor y = seq(x);
+    REQUIRE(y.grad_fn() != nullptr);
+    CHECK(y.grad_fn()->name == "linear_relu");
+    // The same bits as the two ops one by one, forward and backward.
+    const Tensor want = relu(linear(relu(linear(x, l0->weight, l0->bias)), l2->weight, l2->bias));
+    check_close(y, want, 0, 0);
+    const Tensor g = random_tensor({5, 3}, DType::f32, 22);
+    y.backward(g);
+    const Tensor gw0 = l0->weight.grad().clone(), gb2 = l2->bias.grad().clone();
+    seq.zero_grad();
+    want.backward(g);
+    check_close(l0->weight.grad(), gw0, 0, 0);
+    check_close(l2->bias.grad(), gb2, 0, 0);
+}
+
 TEST_CASE("Linear: errors name the sizes", "[nn][layers]") {
     nn::Linear lin(3, 4);
     REQUIRE_THROWS_WITH_MSG(lin(zeros({5, 7})),
