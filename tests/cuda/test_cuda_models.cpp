@@ -5,7 +5,8 @@
 // gradient, the BN running statistics and the updated parameters compared; no
 // host synchronization inside the step, by the host-sync counter and by a
 // stalled stream; eval mode (and folded BN) equal to the CPU's; Module::to
-// moving parameters, gradients and buffers. f32 with TF32 off.
+// moving parameters, gradients and buffers; resnet8 also on channels-last
+// batches. f32 with TF32 off.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -136,8 +137,10 @@ struct Worst {
 // fed the GPU's own gradients: AdamW's first step moves each weight by about
 // ±lr whatever the gradient's size, so a gradient within rounding of zero may
 // have either sign on the two devices; the gradients themselves are compared
-// with the CPU's gradients.
-void check_training(const std::string& name) {
+// with the CPU's gradients. `format`: the GPU's batches are in it (the
+// CPU's stay NCHW), so a channels-last batch runs channels-last through
+// cuDNN's NHWC convolutions and batch norm's column reductions.
+void check_training(const std::string& name, MemoryFormat format = MemoryFormat::contiguous) {
     const NoTf32 no_tf32;
     const Tolerance tol = tolerance(name);
     manual_seed(31);
@@ -168,7 +171,7 @@ void check_training(const std::string& name) {
         // step 0) and the caching allocator holds the memory of a step with
         // the optimizer's state alive (step 1), so the last step is queued
         // behind a stall (Note [A stalled stream proves no host sync]).
-        const Tensor x = b.x.to(kGpu), y = b.y.to(kGpu);
+        const Tensor x = b.x.to(kGpu).contiguous(format), y = b.y.to(kGpu);
         synchronize(kGpu);
         std::vector<Tensor> grads_gpu;
         Tensor loss_gpu;
@@ -242,13 +245,13 @@ void check_training(const std::string& name) {
     NoGradGuard no_grad;
     const Batch b = make_batch(900);
     const Tensor want = (*cpu)(b.x);
-    const Tensor got = (*gpu)(b.x.to(kGpu));
+    const Tensor got = (*gpu)(b.x.to(kGpu).contiguous(format));
     REQUIRE(got.device() == kGpu);
     worst.eval = check_scaled(got, want, tol.eval);
     if (name == "resnet8") {
         REQUIRE(nn::fold_batchnorm(*cpu) == nn::fold_batchnorm(*gpu));
         const Tensor want_folded = (*cpu)(b.x);
-        const Tensor got_folded = (*gpu)(b.x.to(kGpu));
+        const Tensor got_folded = (*gpu)(b.x.to(kGpu).contiguous(format));
         worst.eval = std::max(worst.eval, check_scaled(got_folded, want_folded, tol.eval));
         check_scaled(got_folded, want, tol.eval);  // folding changed nothing but rounding
     }
@@ -271,6 +274,11 @@ TEST_CASE(
     "no host sync inside",
     "[cuda][models]") {
     check_training("resnet8");
+}
+
+TEST_CASE("cuda models: a channels-last resnet8 training step equals the CPU's NCHW step",
+          "[cuda][models]") {
+    check_training("resnet8", MemoryFormat::channels_last);
 }
 
 TEST_CASE("cuda models: Module::to moves parameters, gradients and buffers, keeping handles",
