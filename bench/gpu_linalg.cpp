@@ -2,7 +2,8 @@
 // fronts), added by run_matmul and run_conv when a GPU is present.
 //
 // matmul: square GEMMs in f32 (TF32 off, as ember's default), f32 with TF32
-// allowed, and bf16 (f32 accumulation); the limit is the bf16 8192³ GEMM
+// allowed, and bf16 (f32 accumulation), and the linear layer's cuBLASLt
+// epilogues beside the same work unfused; the limit is the bf16 8192³ GEMM
 // measured first in the same run (the GPU's practical bf16 peak), so every
 // row reads as a fraction of it.
 // conv: ResNet-50 layers at batch 64, forward and both gradients, in f32 and
@@ -11,6 +12,7 @@
 // Each result is checked at sampled entries against f64 sums of the operands
 // as stored before it is timed. Times: CUDA events around the call, the L2
 // flushed before each (gpu_median_ms).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -81,6 +83,73 @@ double gemm_ms(Device gpu, const Options& o, int64_t side, const GemmCase& g, bo
         gpu, [&] { (void)kernels::matmul(a, b); }, o);
 }
 
+// |got − want| ≤ tol·max|want| over every element (host copies in f64): two
+// ways of computing the same values agree.
+void check_agree(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+    const std::vector<double> a = got.to(Device::cpu()).to(DType::f64).to_vector<double>();
+    const std::vector<double> b = want.to(Device::cpu()).to(DType::f64).to_vector<double>();
+    double big = 1e-30, worst = 0;
+    for (size_t i = 0; i < b.size(); ++i) big = std::max(big, std::abs(b[i]));
+    for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    if (a.size() != b.size() || worst > tol * big)
+        EMBER_FAIL("bench (cuda): ", what, " differs from the unfused ops by ", worst / big,
+                   " of the largest value");
+}
+
+// The linear layer's rows: cuBLASLt with the bias (and ReLU) in the GEMM's
+// epilogue, and the weight gradient with the bias gradient in it, each
+// beside the same work unfused (the GEMM, then a separate bias pass), as a
+// fraction of the bf16 limit.
+void linear_rows(Device gpu, const Options& o, Report& rep, double peak, const std::string& lim) {
+    struct Case {
+        DType dt;
+        int64_t m, k, n;
+    };
+    const Case cases[] = {
+        {DType::bf16, o.quick ? 512 : 8192, o.quick ? 256 : 4096, o.quick ? 256 : 4096},
+        {DType::f32, 128, 784, 512}};  // the mlp's first layer
+    for (const Case& c : cases) {
+        const Tensor x = randn({c.m, c.k}).to(c.dt).to(gpu), w = randn({c.n, c.k}).to(c.dt).to(gpu);
+        const Tensor b = randn({c.n}).to(c.dt).to(gpu), g = randn({c.m, c.n}).to(c.dt).to(gpu);
+        const double tol = tolerance(c.dt, false);
+        const std::string dt = dtype_name(c.dt);
+        check_agree(kernels::linear(x, w, b), kernels::add(kernels::matmul(x, w.t()), b), tol,
+                    "linear+bias " + dt);
+        check_agree(kernels::linear_relu(x, w, b), kernels::relu(kernels::linear(x, w, b)), tol,
+                    "linear_relu " + dt);
+        const kernels::LinearWeightGrads d = kernels::linear_weight_grad(g, x, true);
+        check_agree(d.weight, kernels::matmul(g.t(), x), tol, "linear_weight_grad " + dt);
+        check_agree(d.bias, kernels::sum(g, {0}), tol, "linear_weight_grad bias " + dt);
+        const struct {
+            std::string what;
+            std::function<void()> call;
+        } passes[] = {
+            {"linear+bias", [&] { (void)kernels::linear(x, w, b); }},
+            {"linear+bias unfused", [&] { (void)kernels::add(kernels::matmul(x, w.t()), b); }},
+            {"linear_relu", [&] { (void)kernels::linear_relu(x, w, b); }},
+            {"linear_weight_grad+bias", [&] { (void)kernels::linear_weight_grad(g, x, true); }},
+            {"linear_weight_grad+bias unfused", [&] {
+                 (void)kernels::matmul(g.t(), x);
+                 (void)kernels::sum(g, {0});
+             }}};
+        const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
+        for (const auto& p : passes) {
+            const double ms = gpu_median_ms(gpu, p.call, o);
+            const double gflops = flop / (ms * 1e6);
+            Row row{"matmul",
+                    p.what + " " + dt,
+                    shape_str({c.m, c.k}) + " " + shape_str({c.n, c.k}),
+                    ms,
+                    -1,
+                    gflops,
+                    gflops / peak,
+                    lim};
+            row.device = "cuda";
+            rep.add(row);
+        }
+    }
+}
+
 struct ConvLayer {
     const char* name;
     int64_t c, hw, o, k, stride, pad;
@@ -119,6 +188,7 @@ void run_matmul_gpu(Device gpu, const Options& o, Report& rep) {
             row.device = "cuda";
             rep.add(row);
         }
+    linear_rows(gpu, o, rep, peak, lim);
 }
 
 void run_conv_gpu(Device gpu, const Options& o, Report& rep) {

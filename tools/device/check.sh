@@ -49,7 +49,8 @@ if [ $bench_rc -eq 0 ]; then
     timeout 120 python3 tools/device/torch_peer.py "$out/bench.json" > "$out/peer.txt" 2>&1
     peer_rc=$?
 fi
-# ember train on the GPU end to end: loader batches on the device, metrics,
+# ember train on the GPU end to end (mlp, resnet8, and resnet8 on
+# channels-last batches): loader batches on the device, metrics,
 # evaluation, checkpoint; each step record must show exactly one host sync
 # (its read of the summed loss, docs/train.md "On a GPU").
 # Their logs go to build/device/check and, gathered, to $out/models.txt.
@@ -57,11 +58,14 @@ work=build/device/check
 rm -rf "$work"
 mkdir -p "$work"
 train_rc=0
-for model in mlp resnet8; do
+for run in mlp resnet8 resnet8-cl; do
+    model=${run%-cl}
+    format=contiguous
+    [ "$run" = resnet8-cl ] && format=channels_last
     timeout 60 build/device/tools/ember train --model "$model" --data synthetic --device cuda \
-        --epochs 1 --limit 6400 --log-every 10 --workers 4 --out "$work/run-$model" \
-        > "$work/train_$model.txt" 2>&1 \
-    && python3 - "$work/run-$model/metrics.jsonl" >> "$work/train_$model.txt" 2>&1 <<'PY' \
+        --epochs 1 --limit 6400 --log-every 10 --workers 4 --memory-format "$format" \
+        --out "$work/run-$run" > "$work/train_$run.txt" 2>&1 \
+    && python3 - "$work/run-$run/metrics.jsonl" >> "$work/train_$run.txt" 2>&1 <<'PY' \
     || train_rc=1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -228,8 +228,28 @@ def median_ms(f, repeats, warmup=3):
     return times[len(times) // 2]
 
 
+def linear_peer(kernel, shapes):
+    """bench/gpu_linalg.cpp's linear rows, e.g. "linear+bias bf16", "linear_weight_grad+bias
+    unfused f32" with shapes "[m, k] [n, k]": F.linear (cuBLASLt's bias epilogue) and its
+    weight and bias gradients; the unfused rows as the same separate ops."""
+    m = re.match(r"(linear\+bias|linear_relu|linear_weight_grad\+bias)( unfused)? (f32|bf16)$", kernel)
+    if not m or len(shapes) < 2:
+        return None
+    what, unfused, dt = m.group(1), m.group(2) is not None, DTYPES[m.group(3)]
+    (rows, k), n = shapes[0], shapes[1][0]
+    x, w, b, g = inputs([(rows, k), (n, k), (n,), (rows, n)], 4, dt)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if what == "linear+bias":
+        return (lambda: x @ w.t() + b) if unfused else (lambda: F.linear(x, w, b))
+    if what == "linear_relu":
+        return lambda: torch.relu(F.linear(x, w, b))
+    return lambda: (g.t() @ x, g.sum(0))
+
+
 def matmul_peer(kernel, shapes):
     """bench/gpu_linalg.cpp's GEMMs: "matmul f32", "matmul f32, TF32", "matmul bf16[ (limit)]"."""
+    if kernel.startswith("linear"):
+        return linear_peer(kernel, shapes)
     m = re.match(r"matmul (f32|bf16)(, TF32)?( \(limit\))?$", kernel)
     if not m or not shapes:
         return None
