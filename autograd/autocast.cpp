@@ -29,6 +29,7 @@ constexpr Entry kPolicy[] = {
     {"sum", CastPolicy::f32},          {"mean", CastPolicy::f32},
     {"norm", CastPolicy::f32},         {"var", CastPolicy::f32},
     {"std", CastPolicy::f32},          {"linear_relu", CastPolicy::lower},
+    {"linear_gelu", CastPolicy::lower},
 };
 
 }  // namespace

@@ -102,29 +102,40 @@ bool lt_rows(const Tensor& t) {
     return (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) >= t.size(1));
 }
 
-// linear on CUDA with the bias (and the ReLU) in cuBLASLt's epilogue
-// (kernels/cuda/linear.h): x's rows as one [R, in] matrix, f32/f16/bf16. An
-// undefined Tensor where that does not apply or cuBLASLt offers no
-// algorithm: the caller takes the plain path (bias copied into out, GEMM
-// accumulating onto it).
-Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
-                       const char* op) {
-    if (!x.device().is_cuda() || !bias.defined() || x.dtype() == DType::f64 || w.size(1) == 0)
+// linear on CUDA with the bias and the activation in cuBLASLt's epilogue
+// (kernels/cuda/linear.h): x's rows as one [R, in] matrix, f32/f16/bf16;
+// for gelu_tanh, *pre receives the pre-activation (rows padded to a multiple
+// of 8, cuBLASLt's rule). An undefined Tensor where that does not apply or
+// cuBLASLt offers no algorithm: the caller takes the plain path (bias copied
+// into out, GEMM accumulating onto it). A bias-free linear with nothing to
+// fuse takes the plain path directly.
+Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, LinearActivation act,
+                       const char* op, Tensor* pre = nullptr) {
+    if (!x.device().is_cuda() || (!bias.defined() && act == LinearActivation::none) ||
+        x.dtype() == DType::f64 || w.size(1) == 0)
         return Tensor();
     const int64_t in = w.size(1), out_f = w.size(0);
     const std::optional<Tensor> x2 = views::try_view(x, {-1, in});
     if (!x2 || x2->size(0) == 0 || out_f == 0 || !lt_rows(*x2) || !lt_rows(w)) return Tensor();
-    const Tensor b = contiguous(bias);
+    const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
     Shape shape = x.shape();
     shape.back() = out_f;
     Tensor out = empty(shape, like(x));
+    Tensor aux;  // gelu_tanh: [rows, out_f] of a [rows, padded] buffer
+    if (act == LinearActivation::gelu_tanh) {
+        const int64_t rows = x2->size(0), padded = (out_f + 7) / 8 * 8;
+        aux = views::slice(empty({rows, padded}, like(x)), 1, 0, out_f, 1);
+    }
     const View o = view_of(views::view(out, {-1, out_f}), op), vx = view_of(*x2, op),
-               vw = view_of(w, op), vb = view_of(b, op);
+               vw = view_of(w, op), vb = b.defined() ? view_of(b, op) : View{},
+               va = aux.defined() ? view_of(aux, op) : View{};
     bool ran = false;
-    dispatch({op, x.device(), {&out, &x, &w, &b}, 2.0 * double(out.numel()) * double(in)},
+    dispatch({op, x.device(), {&out, &aux, &x, &w, &b}, 2.0 * double(out.numel()) * double(in)},
              no_kernel,
-             [&](auto stream) { ran = cuda::linear_forward(o, vx, vw, vb, relu, stream); });
-    return ran ? out : Tensor();
+             [&](auto stream) { ran = cuda::linear_forward(o, vx, vw, vb, act, va, stream); });
+    if (!ran) return Tensor();
+    if (pre != nullptr) *pre = x.dim() == 1 ? views::squeeze(aux, 0) : views::view(aux, shape);
+    return out;
 }
 
 // linear's argument checks (op names the entry point).
@@ -184,14 +195,26 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     check_linear(x, w, bias, "linear");
-    if (Tensor y = epilogue_linear(x, w, bias, false, "linear"); y.defined()) return y;
+    if (Tensor y = epilogue_linear(x, w, bias, LinearActivation::none, "linear"); y.defined())
+        return y;
     return plain_linear(x, w, bias, "linear");
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias) {
     check_linear(x, w, bias, "linear_relu");
-    if (Tensor y = epilogue_linear(x, w, bias, true, "linear_relu"); y.defined()) return y;
+    if (Tensor y = epilogue_linear(x, w, bias, LinearActivation::relu, "linear_relu"); y.defined())
+        return y;
     return relu(plain_linear(x, w, bias, "linear_relu"));
+}
+
+LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+    check_linear(x, w, bias, "linear_gelu");
+    LinearGelu r;
+    r.out = epilogue_linear(x, w, bias, LinearActivation::gelu_tanh, "linear_gelu", &r.pre);
+    if (r.out.defined()) return r;
+    r.pre = plain_linear(x, w, bias, "linear_gelu");
+    r.out = gelu(r.pre, GeluApprox::tanh);
+    return r;
 }
 
 LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias) {

@@ -54,9 +54,21 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// starting value and the GEMM accumulates onto it.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
-/// relu(linear(x, w, bias)) in one op: on CUDA with a bias the ReLU rides in
-/// the same epilogue (CUBLASLT_EPILOGUE_RELU_BIAS), elsewhere linear then relu.
+/// What a fused linear applies after the bias.
+enum class LinearActivation { none, relu, gelu_tanh };
+
+/// relu(linear(x, w, bias)) in one op: on CUDA the ReLU rides in the same
+/// epilogue as the bias (CUBLASLT_EPILOGUE_RELU_BIAS), elsewhere linear then relu.
 Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+/// gelu(linear(x, w, bias), tanh approximation) in one op, with the
+/// pre-activation its backward needs (gelu_backward's input): on CUDA one
+/// cuBLASLt GEMM writes both (CUBLASLT_EPILOGUE_GELU_AUX_BIAS; `pre` is then
+/// a view with padded rows), elsewhere linear then gelu.
+struct LinearGelu {
+    Tensor out, pre;
+};
+LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
 /// The linear layer's weight gradient and, when want_bias, its bias gradient
 /// from grad [rows, out] and x [rows, in] (the layer's rows stacked):

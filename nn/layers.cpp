@@ -57,6 +57,12 @@ Tensor Linear::forward_relu(const Tensor& x) {
     return linear_relu(x, weight, bias);
 }
 
+Tensor Linear::forward_gelu_tanh(const Tensor& x) {
+    check_input(x);
+    return relu_ ? gelu(linear_relu(x, weight, bias), GeluApprox::tanh)
+                 : linear_gelu(x, weight, bias);
+}
+
 void Linear::check_input(const Tensor& x) const {
     EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear(in=", in_, ", out=", out_,
                 "): input of shape ", x.defined() ? shape_str(x.shape()) : "undefined",
@@ -230,10 +236,14 @@ Tensor Sequential::forward(const Tensor& x) {
     Tensor h = x;
     for (size_t i = 0; i < children.size(); ++i) {
         Module& m = *children[i].second;
-        const bool relu_next =
-            i + 1 < children.size() && typeid(*children[i + 1].second) == typeid(ReLU);
-        if (relu_next && typeid(m) == typeid(Linear)) {  // one op for the pair
+        Module* next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
+        const bool linear = typeid(m) == typeid(Linear);
+        if (linear && next && typeid(*next) == typeid(ReLU)) {  // one op for the pair
             h = static_cast<Linear&>(m).forward_relu(h);
+            ++i;
+        } else if (linear && next && typeid(*next) == typeid(GELU) &&
+                   static_cast<GELU&>(*next).approximate() == GeluApprox::tanh) {
+            h = static_cast<Linear&>(m).forward_gelu_tanh(h);
             ++i;
         } else {
             h = m.forward(h);

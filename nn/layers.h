@@ -40,6 +40,9 @@ public:
     /// relu(forward(x)) as one op (linear_relu); Sequential calls it for a
     /// Linear followed by a ReLU.
     Tensor forward_relu(const Tensor& x);
+    /// gelu(forward(x), tanh approximation) as one op (linear_gelu);
+    /// Sequential calls it for a Linear followed by a GELU(tanh).
+    Tensor forward_gelu_tanh(const Tensor& x);
     std::string type_name() const override { return "Linear"; }
     std::string describe() const override;
     Tensor weight, bias;  // bias undefined without one
@@ -150,6 +153,7 @@ class GELU : public Module {
 public:
     explicit GELU(GeluApprox approximate = GeluApprox::none) : approximate_(approximate) {}
     Tensor forward(const Tensor& x) override { return ember::gelu(x, approximate_); }
+    GeluApprox approximate() const { return approximate_; }
     std::string type_name() const override { return "GELU"; }
 
 private:
@@ -214,9 +218,10 @@ private:
 
 /// Runs its children in order. Children are named "0", "1", ... Appending a
 /// BatchNorm2d right after a Conv2d that has a bias prints a warning (TIPS #12).
-/// A Linear followed by a ReLU runs as one op (Linear::forward_relu: on CUDA
-/// the bias and the ReLU ride in the GEMM's epilogue) with the same values
-/// and gradients as the two.
+/// A Linear followed by a ReLU, or by a GELU with the tanh approximation,
+/// runs as one op (Linear::forward_relu, forward_gelu_tanh: on CUDA the bias
+/// and the activation ride in the GEMM's epilogue) with the same values and
+/// gradients as the two.
 class Sequential : public Module {
 public:
     Sequential() = default;

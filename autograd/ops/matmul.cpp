@@ -136,4 +136,23 @@ Tensor linear_relu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     return out;
 }
 
+Tensor linear_gelu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
+    const Tensor x = amp::cast_input("linear_gelu", x0), w = amp::cast_input("linear_gelu", w0),
+                 bias = amp::cast_input("linear_gelu", bias0);
+    k::LinearGelu r = k::linear_gelu(x, w, bias);
+    if (auto node = autograd::make_node("linear_gelu", {x, w, bias})) {
+        const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
+                   gbias = node->needs_input_grad(2);
+        // Saves the pre-activation (gelu's backward input) instead of the output.
+        node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
+                          pre = node->save(r.pre), sx = x.shape(), gx, gw,
+                          gbias](const TensorList& g) {
+            return linear_grads(k::gelu_backward(g[0], pre, GeluApprox::tanh), x, w, sx, gx, gw,
+                                gbias);
+        };
+        autograd::set_history(node, r.out);
+    }
+    return r.out;
+}
+
 }  // namespace ember

@@ -15,5 +15,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 /// relu(linear(x, w, bias)) as one op: on CUDA the bias and the ReLU ride in
 /// the GEMM's epilogue (kernels/matmul.h); the backward masks dy by y > 0.
 Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+/// gelu(linear(x, w, bias)) with GELU's tanh approximation, as one op: on
+/// CUDA the bias and the GELU ride in the GEMM's epilogue, which also writes
+/// the pre-activation the backward reads.
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
 }  // namespace ember

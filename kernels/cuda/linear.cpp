@@ -5,8 +5,10 @@
 //          Row-major products on column-major cuBLASLt (Note [Row-major
 //          products on column-major cuBLAS], kernels/cuda/matmul_plan.h):
 //          forward   D = outᵀ [N×M] = op_T(w stored K×N) · (x stored K×M),
-//                    the bias a vector over D's N rows (CUBLASLT_EPILOGUE_BIAS
-//                    or RELU_BIAS);
+//                    the bias a vector over D's N rows (CUBLASLT_EPILOGUE_BIAS,
+//                    RELU_BIAS, GELU_AUX_BIAS — its auxiliary output the
+//                    pre-activation — or, without a bias, RELU and GELU_AUX);
+//                    cuBLASLt's GELU is the tanh approximation;
 //          backward  D = grad_weightᵀ [K×N] = (x stored K×M) · op_T(g stored
 //                    N×M), k = M, and CUBLASLT_EPILOGUE_BGRADB sums op(B) = g
 //                    over k: the bias gradient over D's N columns.
@@ -136,7 +138,9 @@ struct LtGemm {
     const void *a, *b;
     void* d;
     cublasLtEpilogue_t epilogue;
-    void* bias;  // the bias (forward) or its gradient (BGRADB)
+    void* bias;           // the bias (forward) or its gradient (BGRADB); may be null
+    void* aux = nullptr;  // GELU_AUX*: the pre-activation, leading dim aux_ld
+    int64_t aux_ld = 0;
 };
 
 bool run(const LtGemm& g, DType dtype, StreamRef stream) {
@@ -150,7 +154,11 @@ bool run(const LtGemm& g, DType dtype, StreamRef stream) {
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, g.op_a);
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, g.op_b);
     desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
-    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+    if (g.bias != nullptr) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+    if (g.aux != nullptr) {
+        desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+        desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
+    }
     const Layout la(types->data, g.a_rows, g.a_cols, g.lda);
     const Layout lb(types->data, g.b_rows, g.b_cols, g.ldb);
     const Layout ld(types->data, g.d_rows, g.d_cols, g.ldd);
@@ -179,15 +187,34 @@ bool run(const LtGemm& g, DType dtype, StreamRef stream) {
     return true;
 }
 
+// The forward's epilogue: the activation, after the bias when there is one.
+cublasLtEpilogue_t forward_epilogue(LinearActivation act, bool bias) {
+    switch (act) {
+        case LinearActivation::relu:
+            return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+        case LinearActivation::gelu_tanh:
+            return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        case LinearActivation::none:
+            break;
+    }
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 }  // namespace
 
-bool linear_forward(const View& out, const View& x, const View& w, const View& bias, bool relu,
-                    StreamRef stream) {
-    EMBER_INTERNAL_ASSERT(out.ndim == 2 && x.ndim == 2 && w.ndim == 2 && bias.ndim == 1);
-    EMBER_INTERNAL_ASSERT(x.dtype == out.dtype && w.dtype == out.dtype && bias.dtype == out.dtype);
+bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
+                    LinearActivation act, const View& pre, StreamRef stream) {
+    const bool has_bias = bias.data != nullptr, gelu = act == LinearActivation::gelu_tanh;
+    EMBER_INTERNAL_ASSERT(out.ndim == 2 && x.ndim == 2 && w.ndim == 2);
+    EMBER_INTERNAL_ASSERT(x.dtype == out.dtype && w.dtype == out.dtype);
     const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
     EMBER_INTERNAL_ASSERT(w.shape[1] == K && out.shape[0] == M && out.shape[1] == N &&
-                          bias.shape[0] == N && out.is_contiguous() && bias.is_contiguous());
+                          out.is_contiguous());
+    EMBER_INTERNAL_ASSERT(!has_bias || (bias.ndim == 1 && bias.shape[0] == N &&
+                                        bias.dtype == out.dtype && bias.is_contiguous()));
+    EMBER_INTERNAL_ASSERT(!gelu || (pre.ndim == 2 && pre.shape[0] == M && pre.shape[1] == N &&
+                                    pre.dtype == out.dtype && (N <= 1 || pre.strides[1] == 1) &&
+                                    pre.strides[0] % 8 == 0 && pre.strides[0] >= N));
     if (M == 0 || N == 0 || K == 0) return false;  // nothing to multiply: the front's path
     if ((K > 1 && (x.strides[1] != 1 || w.strides[1] != 1))) return false;
     const LtGemm g{.op_a = CUBLAS_OP_T,
@@ -204,8 +231,10 @@ bool linear_forward(const View& out, const View& x, const View& w, const View& b
                    .a = w.data,
                    .b = x.data,
                    .d = out.data,
-                   .epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS,
-                   .bias = bias.data};
+                   .epilogue = forward_epilogue(act, has_bias),
+                   .bias = has_bias ? bias.data : nullptr,
+                   .aux = gelu ? pre.data : nullptr,
+                   .aux_ld = gelu ? pre.strides[0] : 0};
     return run(g, out.dtype, stream);
 }
 

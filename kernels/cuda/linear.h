@@ -8,18 +8,22 @@
 #pragma once
 
 #include "core/cuda_context.h"
+#include "kernels/matmul.h"
 #include "kernels/view.h"
 
 namespace ember::kernels::cuda {
 
-/// out [M, N] = x [M, K] · wᵀ + bias, then max(·, 0) when `relu`; w is
-/// [N, K], bias [N] contiguous, x and w with unit column stride and any row
+/// out [M, N] = act(x [M, K] · wᵀ + bias); w is [N, K], bias [N] contiguous
+/// or absent (data == nullptr), x and w with unit column stride and any row
 /// stride, out contiguous; one dtype, f32 (TF32 when allow_tf32()), f16 or
-/// bf16 (f32 accumulation, the bias added in f32 and the sum rounded once).
-/// Returns false, having queued nothing, when cuBLASLt offers no algorithm
-/// for these shapes, strides and alignments (or the dtype is f64).
-bool linear_forward(const View& out, const View& x, const View& w, const View& bias, bool relu,
-                    StreamRef stream);
+/// bf16 (f32 accumulation, the bias and the activation applied in f32 and
+/// the result rounded once). gelu_tanh also writes the pre-activation to
+/// `pre` ([M, N], unit column stride, row stride a multiple of 8 and ≥ N:
+/// cuBLASLt's rule for its auxiliary output). Returns false, having queued
+/// nothing, when cuBLASLt offers no algorithm for these shapes, strides and
+/// alignments (or the dtype is f64).
+bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
+                    LinearActivation act, const View& pre, StreamRef stream);
 
 /// grad_weight [N, K] = gᵀ · x and grad_bias [N] = Σ over the M rows of g,
 /// in one GEMM (g [M, N] and x [M, K] with unit column stride; grad_weight

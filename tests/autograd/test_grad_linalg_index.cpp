@@ -89,6 +89,17 @@ TEST_CASE("grad: linear_relu with and without bias", "[grad]") {
     }
 }
 
+TEST_CASE("grad: linear_gelu (tanh approximation) with and without bias", "[grad]") {
+    Tensor w = leaf({5, 4}, 14), bias = leaf({5}, 15);
+    for (const Shape& sx : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+        INFO("x " << shape_str(sx));
+        Tensor x = leaf(sx, 16);
+        check_grad([](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2]); },
+                   {x, w, bias});
+        check_grad([](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1]); }, {x, w});
+    }
+}
+
 TEST_CASE("grad: index_select and gather with repeated indices", "[grad]") {
     Tensor x = leaf({4, 3}, 1);
     const Tensor i0 = indices({2, 0, 2, 3}, {4});

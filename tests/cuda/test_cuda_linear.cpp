@@ -4,7 +4,9 @@
 // f16 and bf16; the entry points themselves take aligned problems (so the
 // fused path is what the fronts' results here come from), operands at odd
 // offsets and strides still give the CPU's values (fused or by the
-// fallback), and a Linear(relu) module's step equals the CPU's.
+// fallback), the GELU epilogue is the tanh form and writes the
+// pre-activation, and Linear(relu) and Linear + GELU(tanh) steps equal the
+// CPU's.
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -52,18 +54,27 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
           "[cuda][matmul][linear]") {
     uint64_t seed = 900;
     for (DType dt : kLtTypes)
-        for (const bool relu : {false, true}) {
-            INFO(dtype_name(dt) << (relu ? " relu" : ""));
+        for (const k::LinearActivation act : {k::LinearActivation::none, k::LinearActivation::relu,
+                                              k::LinearActivation::gelu_tanh}) {
+            INFO(dtype_name(dt) << " activation " << int(act));
             const int64_t M = 64, K = 256, N = 128;
             const Tensor x = rnd({M, K}, dt, ++seed).to(kGpu), w = rnd({N, K}, dt, ++seed).to(kGpu),
                          b = rnd({N}, dt, ++seed).to(kGpu);
             Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
+            Tensor pre = empty({M, N}, {.dtype = dt, .device = kGpu});
+            const bool gelu = act == k::LinearActivation::gelu_tanh;
             const StreamRef stream = current_stream(kGpu);
             REQUIRE(k::cuda::linear_forward(k::view_of(out), k::view_of(x), k::view_of(w),
-                                            k::view_of(b), relu, stream));
-            Tensor want = k::linear(wide(x), wide(w), wide(b));
-            if (relu) want = k::relu(want);
+                                            k::view_of(b), act, gelu ? k::view_of(pre) : k::View{},
+                                            stream));
+            const Tensor z = k::linear(wide(x), wide(w), wide(b));
+            // cuBLASLt's GELU is the tanh form: an exact-GELU epilogue would
+            // miss by up to ~1e-3 here and fail the f32 bound.
+            const Tensor want = act == k::LinearActivation::relu ? k::relu(z)
+                                : gelu                           ? k::gelu(z, GeluApprox::tanh)
+                                                                 : z;
             check_sum(out, want, dt, K);
+            if (gelu) check_sum(pre, z, dt, K);
 
             const Tensor g = rnd({M, N}, dt, ++seed).to(kGpu);
             Tensor gw = empty({N, K}, {.dtype = dt, .device = kGpu}),
@@ -107,6 +118,11 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             check_sum(k::linear_relu(xg, wg, bg), k::relu(k::linear(wide(x), wide(w), wide(bias))),
                       dt, 127);
             check_sum(k::linear_relu(xg, wg), k::relu(k::linear(wide(x), wide(w))), dt, 127);
+            // GELU: 33 outputs, so the pre-activation's rows are padded to 40.
+            const Tensor z = k::linear(wide(x), wide(w), wide(bias));
+            const k::LinearGelu lg = k::linear_gelu(xg, wg, bg);
+            check_sum(lg.out, k::gelu(z, GeluApprox::tanh), dt, 127);
+            check_sum(lg.pre, z, dt, 127);
         }
         // The weight gradient from g and x as row blocks of wider buffers
         // (row-major, padded rows: the fused path) and column-major (the
@@ -148,4 +164,24 @@ TEST_CASE("cuda: a Linear(relu) + Linear step equals the CPU's", "[cuda][matmul]
     check_sum(g1.bias.grad(), l1.bias.grad(), DType::f32, 32);
     check_sum(g2.weight.grad(), l2.weight.grad(), DType::f32, 32);
     check_sum(g2.bias.grad(), l2.bias.grad(), DType::f32, 32);
+}
+
+TEST_CASE("cuda: a Sequential Linear + GELU(tanh) + Linear step equals the CPU's",
+          "[cuda][matmul][linear]") {
+    // The pair runs as linear_gelu (the pre-activation from the epilogue,
+    // read by the backward) on both devices.
+    nn::Sequential cpu(nn::Linear(96, 64), nn::GELU(GeluApprox::tanh), nn::Linear(64, 10));
+    nn::Sequential gpu(nn::Linear(96, 64), nn::GELU(GeluApprox::tanh), nn::Linear(64, 10));
+    gpu.load_state_dict(cpu.state_dict());
+    gpu.to(kGpu);
+    const Tensor x = rnd({32, 96}, DType::f32, 992), dy = rnd({32, 10}, DType::f32, 993);
+    const Tensor yc = cpu(x), yg = gpu(x.to(kGpu));
+    yc.backward(dy);
+    yg.backward(dy.to(kGpu));
+    check_sum(yg, yc, DType::f32, 96);
+    const nn::NamedTensors pc = cpu.named_parameters(), pg = gpu.named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i) {
+        INFO(pc[i].first);
+        check_sum(pg[i].second.grad(), pc[i].second.grad(), DType::f32, 32);
+    }
 }

@@ -259,6 +259,24 @@ TEST_CASE("linear_relu and linear_weight_grad match the reference", "[matmul]") 
             CHECK_FALSE(kernels::linear_weight_grad(gi, xi, false).bias.defined());
         }
     }
+    // linear_gelu: GELU's tanh form of x·wᵀ + b, and the pre-activation.
+    for (DType dt : {DType::f32, DType::f64}) {
+        INFO("linear_gelu " << dtype_name(dt));
+        const Tensor x = random_tensor({4, 5}, dt, 65, -2, 2), w = random_tensor({6, 5}, dt, 66);
+        const Tensor bias = random_tensor({6}, dt, 67);
+        Shape shape;
+        std::vector<double> pre = reference_matmul(x, w.t(), &shape), out(pre.size());
+        const std::vector<double> vb = values(bias);
+        for (size_t i = 0; i < pre.size(); ++i) {
+            const double z = pre[i] += vb[i % 6];
+            out[i] = 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
+        }
+        const kernels::LinearGelu r = kernels::linear_gelu(x, w, bias);
+        REQUIRE(r.out.shape() == Shape{4, 6});
+        REQUIRE(r.pre.shape() == Shape{4, 6});
+        check_close(r.pre, pre, rtol_for(dt), atol_for(dt, 5));
+        check_close(r.out, out, rtol_for(dt), atol_for(dt, 5));
+    }
     REQUIRE_THROWS_WITH_MSG(kernels::linear_weight_grad(zeros({3, 4}), zeros({2, 5}), true),
                             "linear_weight_grad: expected grad [rows, out] and input [rows, in]");
     REQUIRE_THROWS_WITH_MSG(kernels::linear_relu(zeros({3, 4}), zeros({2, 5})),

@@ -146,6 +146,29 @@ TEST_CASE("Sequential: a Linear followed by a ReLU runs as one op", "[nn][layers
     check_close(l2->bias.grad(), gb2, 0, 0);
 }
 
+TEST_CASE("Sequential: a Linear followed by a GELU(tanh) runs as one op", "[nn][layers]") {
+    nn::Sequential seq(nn::Linear(6, 8), nn::GELU(GeluApprox::tanh), nn::Linear(8, 3), nn::GELU());
+    const auto l0 = std::dynamic_pointer_cast<nn::Linear>(seq[0]);
+    const auto l2 = std::dynamic_pointer_cast<nn::Linear>(seq[2]);
+    REQUIRE((l0 && l2));
+    const Tensor x = random_tensor({5, 6}, DType::f32, 23);
+    const Tensor y = seq(x);
+    CHECK(y.grad_fn()->name == "gelu");  // the exact GELU is not fused
+    const Tensor want =
+        gelu(linear(gelu(linear(x, l0->weight, l0->bias), GeluApprox::tanh), l2->weight, l2->bias));
+    check_close(y, want, 0, 0);
+    const Tensor g = random_tensor({5, 3}, DType::f32, 24);
+    y.backward(g);
+    const Tensor gw0 = l0->weight.grad().clone(), gb0 = l0->bias.grad().clone();
+    seq.zero_grad();
+    want.backward(g);
+    check_close(l0->weight.grad(), gw0, 0, 0);
+    check_close(l0->bias.grad(), gb0, 0, 0);
+    // The fused pair is one node.
+    nn::Sequential pair(nn::Linear(6, 8), nn::GELU(GeluApprox::tanh));
+    CHECK(pair(x).grad_fn()->name == "linear_gelu");
+}
+
 TEST_CASE("Linear: errors name the sizes", "[nn][layers]") {
     nn::Linear lin(3, 4);
     REQUIRE_THROWS_WITH_MSG(lin(zeros({5, 7})),
