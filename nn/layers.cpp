@@ -237,11 +237,11 @@ Tensor Sequential::forward(const Tensor& x) {
     for (size_t i = 0; i < children.size(); ++i) {
         Module& m = *children[i].second;
         Module* next = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
-        const bool linear = typeid(m) == typeid(Linear);
-        if (linear && next && typeid(*next) == typeid(ReLU)) {  // one op for the pair
+        const bool is_linear = typeid(m) == typeid(Linear);
+        if (is_linear && next && typeid(*next) == typeid(ReLU)) {  // one op for the pair
             h = static_cast<Linear&>(m).forward_relu(h);
             ++i;
-        } else if (linear && next && typeid(*next) == typeid(GELU) &&
+        } else if (is_linear && next && typeid(*next) == typeid(GELU) &&
                    static_cast<GELU&>(*next).approximate() == GeluApprox::tanh) {
             h = static_cast<Linear&>(m).forward_gelu_tanh(h);
             ++i;

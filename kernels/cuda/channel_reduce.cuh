@@ -54,17 +54,20 @@ __global__ void __launch_bounds__(kNormThreads)
     }
 }
 
-// Block c merges channel c's partials (thread t: k = t, t + 256, ...; then
-// the block's tree) and finishes the channel.
+// Block c merges channel c's `parts` partials, partial k at
+// partials[c·c_stride + k·k_stride] (thread t: k = t, t + 256, ...; then the
+// block's tree: a few channels may have ~1024 partials each, too long a
+// chain for one thread), and finishes the channel.
 template <class Op>
 __global__ void __launch_bounds__(kNormThreads)
-    channel_combine_kernel(ChannelPlan p, Op op, const typename Op::State* partials) {
+    combine_kernel(int64_t channels, int64_t parts, int64_t c_stride, int64_t k_stride, Op op,
+                   const typename Op::State* partials) {
     using State = typename Op::State;
     using Merge = typename Op::Merge;
-    for (int64_t c = blockIdx.x; c < p.C; c += gridDim.x) {
+    for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
         State s = op.identity();
-        for (int64_t k = threadIdx.x; k < p.splits; k += blockDim.x)
-            s = Merge{}(s, partials[c * p.splits + k]);
+        for (int64_t k = threadIdx.x; k < parts; k += blockDim.x)
+            s = Merge{}(s, partials[c * c_stride + k * k_stride]);
         s = block_reduce(s, Merge{});
         if (threadIdx.x == 0) op.finish(c, s);
     }
@@ -103,23 +106,6 @@ __global__ void __launch_bounds__(kColTile* kColRows)
     }
 }
 
-// Block c merges column c's partials (thread t: parts t, t + 256, ...; then
-// the block's tree; few channels have up to ~1024 parts each, too long a
-// chain for one thread) and finishes the column.
-template <class Op>
-__global__ void __launch_bounds__(kNormThreads)
-    column_combine_kernel(ColumnPlan p, Op op, const typename Op::State* partials) {
-    using State = typename Op::State;
-    using Merge = typename Op::Merge;
-    for (int64_t c = blockIdx.x; c < p.M; c += gridDim.x) {
-        State s = op.identity();
-        for (int64_t q = threadIdx.x; q < p.parts; q += blockDim.x)
-            s = Merge{}(s, partials[q * p.M + c]);
-        s = block_reduce(s, Merge{});
-        if (threadIdx.x == 0) op.finish(c, s);
-    }
-}
-
 /// Reduces every channel of a contiguous [N, C, S] with op and finishes each
 /// once: by planes when S > 1, by columns of the [N, C] rows when S = 1.
 template <class Op>
@@ -135,7 +121,7 @@ void reduce_channels(int64_t N, int64_t C, int64_t S, const Op& op, StreamRef st
         EMBER_CUDA_CHECK(cudaGetLastError());
         if (p.parts == 1) return;
         const unsigned grid = unsigned(norm_min(C, kNormMaxGrid));
-        column_combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(p, op, part);
+        combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(C, p.parts, 1, C, op, part);
         EMBER_CUDA_CHECK(cudaGetLastError());
         return;
     }
@@ -146,7 +132,7 @@ void reduce_channels(int64_t N, int64_t C, int64_t S, const Op& op, StreamRef st
     EMBER_CUDA_CHECK(cudaGetLastError());
     if (p.splits == 1) return;
     const unsigned grid = unsigned(norm_min(p.C, kNormMaxGrid));
-    channel_combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(p, op, part);
+    combine_kernel<<<grid, kNormThreads, 0, stream.handle>>>(C, p.splits, p.splits, 1, op, part);
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

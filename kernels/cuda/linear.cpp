@@ -1,6 +1,7 @@
 // The linear layer's GEMMs through cuBLASLt, the bias fused as an epilogue.
 //
-// Math:    forward out = x·wᵀ + bias (then max(·, 0)); weight gradient
+// Math:    forward out = act(x·wᵀ + bias), act none, ReLU or GELU's tanh
+//          form (then the pre-activation written too); weight gradient
 //          grad_weight = gᵀ·x with grad_bias = Σ_rows g from the same call.
 //          Row-major products on column-major cuBLASLt (Note [Row-major
 //          products on column-major cuBLAS], kernels/cuda/matmul_plan.h):
@@ -19,7 +20,9 @@
 // Cost:    2·M·N·K FLOPs; bytes as the plain GEMM, minus what the fusion
 //          saves: the forward skips the bias broadcast into out and the
 //          GEMM's read of it (2·M·N·sizeof(T)); the backward skips a
-//          reduction pass over g (M·N·sizeof(T)) and its launch.
+//          reduction pass over g (M·N·sizeof(T)) and its launch; the
+//          activation saves its own pass (2·M·N·sizeof(T)), GELU writing the
+//          pre-activation for the backward (M·N·sizeof(T)) in its place.
 // Calls:   cublasLtMatmulAlgoGetHeuristic (the first algorithm for the
 //          shapes, strides and the operands' actual alignments) then
 //          cublasLtMatmul on the stream, with the stream's cuBLAS workspace.

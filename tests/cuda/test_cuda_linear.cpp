@@ -53,44 +53,49 @@ void check_sum(const Tensor& got, const Tensor& want, DType dt, int64_t k) {
 TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the CPU's",
           "[cuda][matmul][linear]") {
     uint64_t seed = 900;
-    for (DType dt : kLtTypes)
-        for (const k::LinearActivation act : {k::LinearActivation::none, k::LinearActivation::relu,
-                                              k::LinearActivation::gelu_tanh}) {
-            INFO(dtype_name(dt) << " activation " << int(act));
-            const int64_t M = 64, K = 256, N = 128;
-            const Tensor x = rnd({M, K}, dt, ++seed).to(kGpu), w = rnd({N, K}, dt, ++seed).to(kGpu),
-                         b = rnd({N}, dt, ++seed).to(kGpu);
-            Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
-            Tensor pre = empty({M, N}, {.dtype = dt, .device = kGpu});
-            const bool gelu = act == k::LinearActivation::gelu_tanh;
-            const StreamRef stream = current_stream(kGpu);
-            REQUIRE(k::cuda::linear_forward(k::view_of(out), k::view_of(x), k::view_of(w),
-                                            k::view_of(b), act, gelu ? k::view_of(pre) : k::View{},
-                                            stream));
-            const Tensor z = k::linear(wide(x), wide(w), wide(b));
-            // cuBLASLt's GELU is the tanh form: an exact-GELU epilogue would
-            // miss by up to ~1e-3 here and fail the f32 bound.
-            const Tensor want = act == k::LinearActivation::relu ? k::relu(z)
-                                : gelu                           ? k::gelu(z, GeluApprox::tanh)
-                                                                 : z;
-            check_sum(out, want, dt, K);
-            if (gelu) check_sum(pre, z, dt, K);
-
-            const Tensor g = rnd({M, N}, dt, ++seed).to(kGpu);
-            Tensor gw = empty({N, K}, {.dtype = dt, .device = kGpu}),
-                   gb = empty({N}, {.dtype = dt, .device = kGpu});
-            // BGRADB with f16/bf16 operands is the well-trodden case; for f32
-            // (no TF32) cuBLASLt may offer none, and the front then falls back.
-            const bool fused = k::cuda::linear_weight_grad(k::view_of(gw), k::view_of(gb),
-                                                           k::view_of(g), k::view_of(x), stream);
-            if (dt == DType::f32 && !fused) {
-                WARN("cuBLASLt offers no f32 BGRADB algorithm here: f32 takes the plain path");
-                continue;
+    const int64_t M = 64, K = 256, N = 128;
+    const StreamRef stream = current_stream(kGpu);
+    for (DType dt : kLtTypes) {
+        const Tensor x = rnd({M, K}, dt, ++seed).to(kGpu), w = rnd({N, K}, dt, ++seed).to(kGpu),
+                     b = rnd({N}, dt, ++seed).to(kGpu);
+        for (const k::LinearActivation act :
+             {k::LinearActivation::none, k::LinearActivation::relu, k::LinearActivation::gelu_tanh})
+            for (const bool bias : {true, false}) {
+                if (act == k::LinearActivation::none && !bias) continue;  // a plain GEMM
+                INFO(dtype_name(dt) << " activation " << int(act) << (bias ? " bias" : ""));
+                Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
+                Tensor pre = empty({M, N}, {.dtype = dt, .device = kGpu});
+                const bool gelu = act == k::LinearActivation::gelu_tanh;
+                REQUIRE(k::cuda::linear_forward(k::view_of(out), k::view_of(x), k::view_of(w),
+                                                bias ? k::view_of(b) : k::View{}, act,
+                                                gelu ? k::view_of(pre) : k::View{}, stream));
+                const Tensor z =
+                    bias ? k::linear(wide(x), wide(w), wide(b)) : k::linear(wide(x), wide(w));
+                // cuBLASLt's GELU is the tanh form: the exact GELU differs from
+                // it by up to ~5e-4 here, past the f32 bound.
+                const Tensor want = act == k::LinearActivation::relu ? k::relu(z)
+                                    : gelu                           ? k::gelu(z, GeluApprox::tanh)
+                                                                     : z;
+                check_sum(out, want, dt, K);
+                if (gelu) check_sum(pre, z, dt, K);
             }
-            REQUIRE(fused);
-            check_sum(gw, k::matmul(wide(g).t(), wide(x)), dt, M);
-            check_sum(gb, k::sum(wide(g), {0}), dt, M);
+
+        INFO(dtype_name(dt) << " weight gradient");
+        const Tensor g = rnd({M, N}, dt, ++seed).to(kGpu);
+        Tensor gw = empty({N, K}, {.dtype = dt, .device = kGpu}),
+               gb = empty({N}, {.dtype = dt, .device = kGpu});
+        // BGRADB with f16/bf16 operands is the well-trodden case; for f32
+        // (no TF32) cuBLASLt may offer none, and the front then falls back.
+        const bool fused = k::cuda::linear_weight_grad(k::view_of(gw), k::view_of(gb),
+                                                       k::view_of(g), k::view_of(x), stream);
+        if (dt == DType::f32 && !fused) {
+            WARN("cuBLASLt offers no f32 BGRADB algorithm here: f32 takes the plain path");
+            continue;
         }
+        REQUIRE(fused);
+        check_sum(gw, k::matmul(wide(g).t(), wide(x)), dt, M);
+        check_sum(gb, k::sum(wide(g), {0}), dt, M);
+    }
 }
 
 TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on awkward operands",
@@ -118,11 +123,16 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             check_sum(k::linear_relu(xg, wg, bg), k::relu(k::linear(wide(x), wide(w), wide(bias))),
                       dt, 127);
             check_sum(k::linear_relu(xg, wg), k::relu(k::linear(wide(x), wide(w))), dt, 127);
-            // GELU: 33 outputs, so the pre-activation's rows are padded to 40.
+            // GELU, with and without the bias: where the epilogue ran, the
+            // pre-activation's 33-wide rows are padded to 40.
             const Tensor z = k::linear(wide(x), wide(w), wide(bias));
             const k::LinearGelu lg = k::linear_gelu(xg, wg, bg);
             check_sum(lg.out, k::gelu(z, GeluApprox::tanh), dt, 127);
             check_sum(lg.pre, z, dt, 127);
+            const Tensor z0 = k::linear(wide(x), wide(w));
+            const k::LinearGelu lg0 = k::linear_gelu(xg, wg);
+            check_sum(lg0.out, k::gelu(z0, GeluApprox::tanh), dt, 127);
+            check_sum(lg0.pre, z0, dt, 127);
         }
         // The weight gradient from g and x as row blocks of wider buffers
         // (row-major, padded rows: the fused path) and column-major (the
