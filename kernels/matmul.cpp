@@ -104,8 +104,8 @@ bool lt_rows(const Tensor& t) {
 
 // linear on CUDA with the bias and the activation in cuBLASLt's epilogue
 // (kernels/cuda/linear.h): x's rows as one [R, in] matrix, f32/f16/bf16;
-// for gelu_tanh, *pre receives the pre-activation (rows padded to a multiple
-// of 8, cuBLASLt's rule). An undefined Tensor where that does not apply or
+// for gelu_tanh with `pre`, *pre receives the pre-activation (rows padded
+// to a multiple of 8, cuBLASLt's rule). An undefined Tensor where that does not apply or
 // cuBLASLt offers no algorithm: the caller takes the plain path (bias copied
 // into out, GEMM accumulating onto it). A bias-free linear with nothing to
 // fuse takes the plain path directly.
@@ -122,7 +122,7 @@ Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Lin
     shape.back() = out_f;
     Tensor out = empty(shape, like(x));
     Tensor aux;  // gelu_tanh: [rows, out_f] of a [rows, padded] buffer
-    if (act == LinearActivation::gelu_tanh) {
+    if (act == LinearActivation::gelu_tanh && pre != nullptr) {
         const int64_t rows = x2->size(0), padded = (out_f + 7) / 8 * 8;
         aux = views::slice(empty({rows, padded}, like(x)), 1, 0, out_f, 1);
     }
@@ -207,13 +207,15 @@ Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias) {
     return relu(plain_linear(x, w, bias, "linear_relu"));
 }
 
-LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, bool want_pre) {
     check_linear(x, w, bias, "linear_gelu");
     LinearGelu r;
-    r.out = epilogue_linear(x, w, bias, LinearActivation::gelu_tanh, "linear_gelu", &r.pre);
+    r.out = epilogue_linear(x, w, bias, LinearActivation::gelu_tanh, "linear_gelu",
+                            want_pre ? &r.pre : nullptr);
     if (r.out.defined()) return r;
-    r.pre = plain_linear(x, w, bias, "linear_gelu");
-    r.out = gelu(r.pre, GeluApprox::tanh);
+    const Tensor pre = plain_linear(x, w, bias, "linear_gelu");
+    r.out = gelu(pre, GeluApprox::tanh);
+    if (want_pre) r.pre = pre;
     return r;
 }
 

@@ -61,14 +61,16 @@ enum class LinearActivation { none, relu, gelu_tanh };
 /// epilogue as the bias (CUBLASLT_EPILOGUE_RELU_BIAS), elsewhere linear then relu.
 Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
 
-/// gelu(linear(x, w, bias), tanh approximation) in one op, with the
-/// pre-activation its backward needs (gelu_backward's input): on CUDA one
-/// cuBLASLt GEMM writes both (CUBLASLT_EPILOGUE_GELU_AUX_BIAS; `pre` is then
-/// a view with padded rows), elsewhere linear then gelu.
+/// gelu(linear(x, w, bias), tanh approximation) in one op, with (when
+/// want_pre) the pre-activation its backward needs (gelu_backward's input):
+/// on CUDA one cuBLASLt GEMM writes both (CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+/// `pre` is then a view with padded rows) or, without want_pre, the output
+/// alone (GELU_BIAS); elsewhere linear then gelu.
 struct LinearGelu {
     Tensor out, pre;
 };
-LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias = {},
+                       bool want_pre = true);
 
 /// The linear layer's weight gradient and, when want_bias, its bias gradient
 /// from grad [rows, out] and x [rows, in] (the layer's rows stacked):

@@ -139,7 +139,8 @@ Tensor linear_relu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
 Tensor linear_gelu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     const Tensor x = amp::cast_input("linear_gelu", x0), w = amp::cast_input("linear_gelu", w0),
                  bias = amp::cast_input("linear_gelu", bias0);
-    k::LinearGelu r = k::linear_gelu(x, w, bias);
+    // The pre-activation only where a backward will read it.
+    k::LinearGelu r = k::linear_gelu(x, w, bias, autograd::needs_grad({x, w, bias}));
     if (auto node = autograd::make_node("linear_gelu", {x, w, bias})) {
         const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
                    gbias = node->needs_input_grad(2);

@@ -191,11 +191,12 @@ bool run(const LtGemm& g, DType dtype, StreamRef stream) {
 }
 
 // The forward's epilogue: the activation, after the bias when there is one.
-cublasLtEpilogue_t forward_epilogue(LinearActivation act, bool bias) {
+cublasLtEpilogue_t forward_epilogue(LinearActivation act, bool bias, bool aux) {
     switch (act) {
         case LinearActivation::relu:
             return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
         case LinearActivation::gelu_tanh:
+            if (!aux) return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
             return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
         case LinearActivation::none:
             break;
@@ -207,7 +208,8 @@ cublasLtEpilogue_t forward_epilogue(LinearActivation act, bool bias) {
 
 bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
                     LinearActivation act, const View& pre, StreamRef stream) {
-    const bool has_bias = bias.data != nullptr, gelu = act == LinearActivation::gelu_tanh;
+    const bool has_bias = bias.data != nullptr,
+               gelu_aux = act == LinearActivation::gelu_tanh && pre.data != nullptr;
     EMBER_INTERNAL_ASSERT(out.ndim == 2 && x.ndim == 2 && w.ndim == 2);
     EMBER_INTERNAL_ASSERT(x.dtype == out.dtype && w.dtype == out.dtype);
     const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
@@ -215,9 +217,9 @@ bool linear_forward(const View& out, const View& x, const View& w, const View& b
                           out.is_contiguous());
     EMBER_INTERNAL_ASSERT(!has_bias || (bias.ndim == 1 && bias.shape[0] == N &&
                                         bias.dtype == out.dtype && bias.is_contiguous()));
-    EMBER_INTERNAL_ASSERT(!gelu || (pre.ndim == 2 && pre.shape[0] == M && pre.shape[1] == N &&
-                                    pre.dtype == out.dtype && (N <= 1 || pre.strides[1] == 1) &&
-                                    pre.strides[0] % 8 == 0 && pre.strides[0] >= N));
+    EMBER_INTERNAL_ASSERT(!gelu_aux || (pre.ndim == 2 && pre.shape[0] == M && pre.shape[1] == N &&
+                                        pre.dtype == out.dtype && (N <= 1 || pre.strides[1] == 1) &&
+                                        pre.strides[0] % 8 == 0 && pre.strides[0] >= N));
     if (M == 0 || N == 0 || K == 0) return false;  // nothing to multiply: the front's path
     if ((K > 1 && (x.strides[1] != 1 || w.strides[1] != 1))) return false;
     const LtGemm g{.op_a = CUBLAS_OP_T,
@@ -234,10 +236,10 @@ bool linear_forward(const View& out, const View& x, const View& w, const View& b
                    .a = w.data,
                    .b = x.data,
                    .d = out.data,
-                   .epilogue = forward_epilogue(act, has_bias),
+                   .epilogue = forward_epilogue(act, has_bias, gelu_aux),
                    .bias = has_bias ? bias.data : nullptr,
-                   .aux = gelu ? pre.data : nullptr,
-                   .aux_ld = gelu ? pre.strides[0] : 0};
+                   .aux = gelu_aux ? pre.data : nullptr,
+                   .aux_ld = gelu_aux ? pre.strides[0] : 0};
     return run(g, out.dtype, stream);
 }
 

@@ -17,9 +17,9 @@ namespace ember::kernels::cuda {
 /// or absent (data == nullptr), x and w with unit column stride and any row
 /// stride, out contiguous; one dtype, f32 (TF32 when allow_tf32()), f16 or
 /// bf16 (f32 accumulation, the bias and the activation applied in f32 and
-/// the result rounded once). gelu_tanh also writes the pre-activation to
-/// `pre` ([M, N], unit column stride, row stride a multiple of 8 and ≥ N:
-/// cuBLASLt's rule for its auxiliary output). Returns false, having queued
+/// the result rounded once). gelu_tanh with `pre` present also writes the
+/// pre-activation there ([M, N], unit column stride, row stride a multiple
+/// of 8 and ≥ N: cuBLASLt's rule for its auxiliary output). Returns false, having queued
 /// nothing, when cuBLASLt offers no algorithm for these shapes, strides and
 /// alignments (or the dtype is f64).
 bool linear_forward(const View& out, const View& x, const View& w, const View& bias,

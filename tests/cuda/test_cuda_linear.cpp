@@ -77,7 +77,15 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
                                     : gelu                           ? k::gelu(z, GeluApprox::tanh)
                                                                      : z;
                 check_sum(out, want, dt, K);
-                if (gelu) check_sum(pre, z, dt, K);
+                if (gelu) {
+                    check_sum(pre, z, dt, K);
+                    // Without the auxiliary output: GELU_BIAS / GELU, the same values.
+                    Tensor out2 = empty({M, N}, {.dtype = dt, .device = kGpu});
+                    REQUIRE(k::cuda::linear_forward(k::view_of(out2), k::view_of(x), k::view_of(w),
+                                                    bias ? k::view_of(b) : k::View{}, act,
+                                                    k::View{}, stream));
+                    check_sum(out2, want, dt, K);
+                }
             }
 
         INFO(dtype_name(dt) << " weight gradient");
@@ -133,6 +141,9 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             const k::LinearGelu lg0 = k::linear_gelu(xg, wg);
             check_sum(lg0.out, k::gelu(z0, GeluApprox::tanh), dt, 127);
             check_sum(lg0.pre, z0, dt, 127);
+            const k::LinearGelu out_only = k::linear_gelu(xg, wg, bg, false);  // GELU_BIAS
+            CHECK_FALSE(out_only.pre.defined());
+            check_sum(out_only.out, k::gelu(z, GeluApprox::tanh), dt, 127);
         }
         // The weight gradient from g and x as row blocks of wider buffers
         // (row-major, padded rows: the fused path) and column-major (the

@@ -276,6 +276,9 @@ TEST_CASE("linear_relu and linear_weight_grad match the reference", "[matmul]") 
         REQUIRE(r.pre.shape() == Shape{4, 6});
         check_close(r.pre, pre, rtol_for(dt), atol_for(dt, 5));
         check_close(r.out, out, rtol_for(dt), atol_for(dt, 5));
+        const kernels::LinearGelu no_pre = kernels::linear_gelu(x, w, bias, false);
+        CHECK_FALSE(no_pre.pre.defined());
+        check_close(no_pre.out, r.out, 0, 0);
     }
     REQUIRE_THROWS_WITH_MSG(kernels::linear_weight_grad(zeros({3, 4}), zeros({2, 5}), true),
                             "linear_weight_grad: expected grad [rows, out] and input [rows, in]");
