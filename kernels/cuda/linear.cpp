@@ -24,7 +24,8 @@
 //          activation saves its own pass (2·M·N·sizeof(T)), GELU writing the
 //          pre-activation for the backward (M·N·sizeof(T)) in its place.
 // Calls:   cublasLtMatmulAlgoGetHeuristic (the first algorithm for the
-//          shapes, strides and the operands' actual alignments) then
+//          shapes, strides and the operands' actual alignments; asked once
+//          per such problem, Note [cuBLASLt algorithm cache]) then
 //          cublasLtMatmul on the stream, with the stream's cuBLAS workspace.
 //          No algorithm offered: false, nothing queued; the front falls back.
 // Determinism: the heuristic's choice depends on the problem and the
@@ -41,7 +42,10 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <compare>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "core/error.h"
@@ -146,6 +150,41 @@ struct LtGemm {
     int64_t aux_ld = 0;
 };
 
+// Note [cuBLASLt algorithm cache]
+// The heuristic costs host time on every call (tens of microseconds), which
+// a small layer's GEMM may not even take on the device. Its answer depends
+// only on what it is told: the device, the types, the operations, the
+// layouts, the epilogue, the workspace and the alignments of the pointers
+// (the bias's and the auxiliary output's included, which it reads from the
+// descriptor). So the answer — an algorithm, or none offered — is kept per
+// such key for the life of the process and reused, never re-asked.
+struct AlgoKey {
+    int device;
+    DType dtype;
+    bool tf32;
+    cublasOperation_t op_a, op_b;
+    int64_t a_rows, a_cols, lda, b_rows, b_cols, ldb, d_rows, d_cols, ldd, aux_ld;
+    cublasLtEpilogue_t epilogue;
+    uint32_t align_a, align_b, align_d, align_bias, align_aux;
+    size_t workspace;
+    friend auto operator<=>(const AlgoKey&, const AlgoKey&) = default;
+};
+
+// The algorithm for `key` (nullopt: none offered), asking `find` on first use.
+template <class Find>
+std::optional<cublasLtMatmulAlgo_t> cached_algo(const AlgoKey& key, Find&& find) {
+    // Never destroyed, as the contexts: ops may run during static destruction.
+    static std::mutex mutex;
+    static auto* cache = new std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>>();
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (auto it = cache->find(key); it != cache->end()) return it->second;
+    }
+    const std::optional<cublasLtMatmulAlgo_t> algo = find();
+    std::lock_guard<std::mutex> lock(mutex);
+    return cache->emplace(key, algo).first->second;
+}
+
 bool run(const LtGemm& g, DType dtype, StreamRef stream) {
     const std::optional<LtTypes> types = lt_types(dtype);
     if (!types) return false;
@@ -166,27 +205,53 @@ bool run(const LtGemm& g, DType dtype, StreamRef stream) {
     const Layout lb(types->data, g.b_rows, g.b_cols, g.ldb);
     const Layout ld(types->data, g.d_rows, g.d_cols, g.ldd);
 
-    Preference pref;
-    pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ws_bytes));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.a));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.b));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.d));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.d));
-    // f16/bf16: split-K partial sums only in the compute type (f32); INPLACE
-    // and OUTPUT_TYPE would add them in the output's precision.
-    if (types->half_precision)
-        pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                 uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
-
-    cublasLtMatmulHeuristicResult_t found{};
-    int count = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.l, lb.l, ld.l, ld.l,
-                                                             pref.p, 1, &found, &count);
-    if (st != CUBLAS_STATUS_SUCCESS || count == 0) return false;
+    const AlgoKey key{stream.device.index,
+                      dtype,
+                      types->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
+                      g.op_a,
+                      g.op_b,
+                      g.a_rows,
+                      g.a_cols,
+                      g.lda,
+                      g.b_rows,
+                      g.b_cols,
+                      g.ldb,
+                      g.d_rows,
+                      g.d_cols,
+                      g.ldd,
+                      g.aux_ld,
+                      g.epilogue,
+                      alignment(g.a),
+                      alignment(g.b),
+                      alignment(g.d),
+                      g.bias ? alignment(g.bias) : 0,
+                      g.aux ? alignment(g.aux) : 0,
+                      ws_bytes};
+    const std::optional<cublasLtMatmulAlgo_t> algo =
+        cached_algo(key, [&]() -> std::optional<cublasLtMatmulAlgo_t> {
+            Preference pref;
+            pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ws_bytes));
+            pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+            pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+            pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
+            pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
+            // f16/bf16: split-K partial sums only in the compute type (f32);
+            // INPLACE and OUTPUT_TYPE would add them in the output's precision.
+            if (types->half_precision)
+                pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                         uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+            cublasLtMatmulHeuristicResult_t found{};
+            int count = 0;
+            const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+                handle, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &found, &count);
+            if (st != CUBLAS_STATUS_SUCCESS || count == 0) return std::nullopt;
+            return found.algo;
+        });
+    if (!algo) return false;
 
     const float alpha = 1.0f, beta = 0.0f;
     EMBER_CUBLASLT_CHECK(cublasLtMatmul(handle, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d,
-                                        ld.l, g.d, ld.l, &found.algo, ws, ws_bytes, stream.handle));
+                                        ld.l, g.d, ld.l, &*algo, ws, ws_bytes, stream.handle));
     return true;
 }
 

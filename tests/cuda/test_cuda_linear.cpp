@@ -127,7 +127,10 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             {x1, x1.to(kGpu)}};
         for (const auto& [x, xg] : xs) {
             INFO("x " << shape_str(xg.shape()) << " strides " << shape_str(xg.strides()));
-            check_sum(k::linear(xg, wg, bg), k::linear(wide(x), wide(w), wide(bias)), dt, 127);
+            const Tensor y = k::linear(xg, wg, bg);
+            check_sum(y, k::linear(wide(x), wide(w), wide(bias)), dt, 127);
+            // Again: the cached algorithm (Note [cuBLASLt algorithm cache]), the same bits.
+            check_close(k::linear(xg, wg, bg).to(kCpu), y.to(kCpu), 0, 0);
             check_sum(k::linear_relu(xg, wg, bg), k::relu(k::linear(wide(x), wide(w), wide(bias))),
                       dt, 127);
             check_sum(k::linear_relu(xg, wg), k::relu(k::linear(wide(x), wide(w))), dt, 127);
