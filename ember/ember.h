@@ -23,6 +23,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/mmap_dataset.h"
+#include "data/subset.h"
 #include "dist/communicator.h"
 #include "dist/ddp.h"
 #include "data/transforms.h"

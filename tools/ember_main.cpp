@@ -11,6 +11,7 @@
 #include "tools/commands.h"
 #include "tools/train/commands.h"
 #include "tools/train/finders.h"
+#include "tools/train/options.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"ember: a deep learning training engine in C++20 and CUDA"};
@@ -25,9 +26,9 @@ int main(int argc, char** argv) {
     ember::train::EvalConfig econf;
     ember::train::add_eval_command(app, econf);
     ember::train::LrFindConfig lconf;
-    ember::train::add_lr_find_command(app, lconf);
+    CLI::App* lr_find = ember::train::add_lr_find_command(app, lconf);
     ember::train::MaxBatchConfig mconf;
-    ember::train::add_max_batch_command(app, mconf);
+    CLI::App* max_batch = ember::train::add_max_batch_command(app, mconf);
     CLI::App* plot = app.add_subcommand(
         "plot", "Redraw a training run's curves: RUN_DIR/curves.svg from RUN_DIR/metrics.jsonl");
     std::string plot_dir;
@@ -51,8 +52,8 @@ int main(int argc, char** argv) {
         if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
         if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
         if (app.got_subcommand("plot")) return ember::cli::run_plot(plot_dir);
-        if (app.got_subcommand("lr-find")) return ember::train::run_lr_find(lconf);
-        if (app.got_subcommand("max-batch")) return ember::train::run_max_batch(mconf);
+        if (app.got_subcommand("lr-find")) return ember::train::run_lr_find(*lr_find, lconf);
+        if (app.got_subcommand("max-batch")) return ember::train::run_max_batch(*max_batch, mconf);
     } catch (const ember::Error& e) {
         std::fprintf(stderr, "ember: error: %s\n", e.what());
         return 1;

@@ -21,7 +21,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
-#include "tools/train/config.h"
+#include "tools/train/options.h"
 
 namespace ember::fuzz {
 

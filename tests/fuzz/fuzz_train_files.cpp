@@ -14,8 +14,9 @@
 
 #include "core/error.h"
 #include "fuzz_targets.h"
-#include "tools/train/checkpoint.h"
-#include "tools/train/config.h"
+#include "tools/train/options.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
 
 namespace ember::fuzz {
 
@@ -44,7 +45,9 @@ void config_text(const std::string& text) {
     std::reverse(args.begin(), args.end());  // CLI11 takes them last first
     try {
         app.parse(args);
+        train::apply_recipe_defaults(app, c);
         train::validate(c);
+        train::recipe_of(c);
     } catch (const CLI::ParseError&) {
         return;
     } catch (const Error&) {
@@ -57,7 +60,8 @@ void config_text(const std::string& text) {
 
 void checkpoint_meta(const std::string& text, bool scaler) {
     try {
-        const train::CheckpointMeta m = train::parse_checkpoint_meta(text, "mlp", 100, scaler);
+        const train::CheckpointMeta m = train::parse_checkpoint_meta(
+            text, {.model = "mlp", .batches_per_epoch = 100, .scaler = scaler});
         if (m.position.step < 0 || m.position.epoch < 0 || m.position.batch < 0 ||
             m.position.batch > 100)
             broken("a position out of range was accepted");

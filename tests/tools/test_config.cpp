@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tools/train/config.h"
+#include "tools/train/options.h"
 
 using namespace ember;
 using namespace ember::train;

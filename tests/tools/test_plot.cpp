@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "tools/svg_support.h"
-#include "tools/train/plot.h"
+#include "train/plot.h"
 
 using namespace ember;
 using namespace ember::train;

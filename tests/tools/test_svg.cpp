@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "tools/svg_support.h"
-#include "tools/train/svg.h"
+#include "train/svg.h"
 
 using namespace ember;
 using namespace ember::train;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "tools/train/ticks.h"
+#include "train/ticks.h"
 
 using namespace ember::train;
 

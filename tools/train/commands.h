@@ -1,9 +1,9 @@
-// `ember train` and `ember eval`: flags, the run directory, and what they print.
+// `ember train` and `ember eval`: flags, and what they print.
 #pragma once
 
 #include <string>
 
-#include "tools/train/config.h"
+#include "train/config.h"
 
 namespace CLI {
 class App;
@@ -13,7 +13,7 @@ namespace ember::train {
 
 /// The options `ember eval` takes.
 struct EvalConfig {
-    std::string model = "mlp";
+    std::string model;  ///< "": the one the weights record
     std::string weights;
     std::string device = "auto";
     std::string data_dir;

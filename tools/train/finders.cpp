@@ -11,8 +11,10 @@
 #include <filesystem>
 
 #include "optim/lr_find.h"
-#include "tools/train/run.h"
-#include "tools/train/svg.h"
+#include "tools/train/options.h"
+#include "train/recipe.h"
+#include "train/run.h"
+#include "train/svg.h"
 
 namespace ember::train {
 
@@ -20,19 +22,19 @@ namespace {
 
 // The flags lr-find and max-batch share with train.
 void add_model_options(CLI::App& app, TrainConfig& c) {
-    app.add_option("--model", c.model, "Reference model: mlp, resnet8")
-        ->check(CLI::IsMember({"mlp", "resnet8"}))
+    app.add_option("--model", c.model, "Reference model: " + joined(recipe_names()))
+        ->check(CLI::IsMember(recipe_names()))
         ->capture_default_str();
-    app.add_option("--data-dir", c.data_dir, "Folder with Fashion-MNIST's files");
+    app.add_option("--data-dir", c.data_dir, "Folder with the dataset's files");
     app.add_option("--batch-size", c.batch_size, "Samples per batch")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
         ->capture_default_str();
-    app.add_option("--optimizer", c.optimizer, "adamw, adam, sgd, lamb, lars")
-        ->check(CLI::IsMember({"adamw", "adam", "sgd", "lamb", "lars"}))
+    app.add_option("--optimizer", c.optimizer, joined(optimizer_names()))
+        ->check(CLI::IsMember(optimizer_names()))
         ->capture_default_str();
     app.add_option("--weight-decay", c.weight_decay, "Weight decay (default: the optimizer's)");
-    app.add_option("--amp", c.amp, "off, bf16, f16")
-        ->check(CLI::IsMember({"off", "bf16", "f16"}))
+    app.add_option("--amp", c.amp, joined(amp_names()))
+        ->check(CLI::IsMember(amp_names()))
         ->capture_default_str();
     app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
     app.add_option("--workers", c.workers, "Loader threads")->check(CLI::Range(0, 256));
@@ -40,27 +42,6 @@ void add_model_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--limit", c.limit, "Use the first N training samples (0: all)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")->check(CLI::Range(0, 1024));
-}
-
-// One training step of `run` on `batch`: forward under autocast, backward
-// (scaled under f16), the optimizer. Returns the loss tensor.
-Tensor train_step(Run& run, const data::Batch& batch) {
-    const std::string& amp = run.config.amp;
-    Tensor loss;
-    {
-        amp::autocast ac(amp == "f16" ? DType::f16 : DType::bf16, amp != "off");
-        loss = cross_entropy((*run.model)(batch.input), batch.target);
-    }
-    if (run.scaler) {
-        run.scaler->scale(loss).backward();
-        run.scaler->step(*run.optimizer);
-        run.scaler->update();
-    } else {
-        loss.backward();
-        run.optimizer->step();
-    }
-    run.optimizer->zero_grad();
-    return loss;
 }
 
 }  // namespace
@@ -78,9 +59,10 @@ CLI::App* add_lr_find_command(CLI::App& root, LrFindConfig& c) {
     return app;
 }
 
-int run_lr_find(const LrFindConfig& c) {
+int run_lr_find(CLI::App& app, LrFindConfig c) {
     EMBER_CHECK(c.start_lr > 0 && c.end_lr > c.start_lr, "lr-find: need 0 < --start-lr < --end-lr, got ",
                 c.start_lr, " and ", c.end_lr);
+    apply_recipe_defaults(app, c.train);
     validate(c.train);
     if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
     Run run = build_run(c.train);
@@ -157,22 +139,20 @@ bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
     t.limit = 0;
     t.workers = 0;
     const Device device = resolve_device(t);
+    const Recipe& recipe = recipe_of(t);
     manual_seed(t.seed);
-    auto model = nn::make_model(t.model);
-    model->to(device);
-    auto opt = make_optimizer(t, optim::decay_groups(*model, effective_weight_decay(t)));
-    const Shape sample = t.model == "mlp" ? Shape{1, 28, 28} : Shape{1, 28, 28};
-    Shape shape = sample;
-    shape.insert(shape.begin(), batch);
+    Task task = recipe.make_task(t);
+    task.model->to(device);
+    auto opt = make_optimizer(t, optim::decay_groups(*task.model, effective_weight_decay(t)));
     try {
         reset_peak_memory_stats(device);
         const size_t before = memory_stats(device).allocated_bytes;
-        const Tensor x = randn(shape, {DType::f32, device});
-        const Tensor y = randint(0, 10, {batch}, {DType::i64, device});
+        const data::Batch b = recipe.example_batch(t, batch, device);
         Tensor loss;
         {
             amp::autocast ac(t.amp == "f16" ? DType::f16 : DType::bf16, t.amp != "off");
-            loss = cross_entropy((*model)(x), y);
+            loss = task_loss(task, task_forward(task, in_format(b.input, task.memory_format), false),
+                             b.target);
         }
         loss.backward();
         opt->step();
@@ -187,7 +167,8 @@ bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
 
 }  // namespace
 
-int run_max_batch(const MaxBatchConfig& c) {
+int run_max_batch(CLI::App& app, MaxBatchConfig c) {
+    apply_recipe_defaults(app, c.train);
     validate(c.train);
     if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
     const Device device = resolve_device(c.train);

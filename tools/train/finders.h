@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tools/train/config.h"
+#include "train/config.h"
 
 namespace CLI {
 class App;
@@ -29,10 +29,11 @@ CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c);
 
 /// Sweeps the LR over `steps` training steps of the configuration
 /// (optim::lr_find), prints the suggested LR and draws loss against LR.
-int run_lr_find(const LrFindConfig& c);
+/// `app`: the parsed subcommand (its flags not given take the recipe's defaults).
+int run_lr_find(CLI::App& app, LrFindConfig c);
 /// Finds the largest batch whose training step fits (GPU: no out-of-memory
 /// error; CPU: its peak tensor memory within --memory-budget), by doubling
 /// then bisecting, and prints it with the linearly scaled LR (TIPS #4).
-int run_max_batch(const MaxBatchConfig& c);
+int run_max_batch(CLI::App& app, MaxBatchConfig c);
 
 }  // namespace ember::train

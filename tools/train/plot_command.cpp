@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "tools/commands.h"
-#include "tools/train/plot.h"
+#include "train/plot.h"
 
 namespace ember::cli {
 

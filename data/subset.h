@@ -6,7 +6,7 @@
 
 #include "data/dataset.h"
 
-namespace ember::train {
+namespace ember::data {
 
 /// Samples offset..offset+n-1 of `base`, unchanged, as samples 0..n-1.
 class Subset : public data::Dataset {
@@ -24,4 +24,4 @@ class Subset : public data::Dataset {
     int64_t n_, offset_;
 };
 
-}  // namespace ember::train
+}  // namespace ember::data

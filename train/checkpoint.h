@@ -6,9 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
-#include "tools/train/run.h"
+#include "train/run.h"
 
 namespace ember::train {
 
@@ -18,8 +19,15 @@ struct Position {
     int64_t step = 0;
     int64_t epoch = 0;
     int64_t batch = 0;
-    double best_accuracy = -1;  ///< the best test accuracy so far (-1: none yet)
+    /// The best evaluation so far by the task's metric: the highest accuracy
+    /// or the lowest loss (none before the first evaluation).
+    std::optional<double> best;
 };
+
+/// Whether `e` beats `best` by `metric`.
+bool improves(Metric metric, const Evaluation& e, const std::optional<double>& best);
+/// The score of `e` that Position::best keeps.
+double score(Metric metric, const Evaluation& e);
 
 /// RUN_DIR/checkpoint/state.safetensors.
 std::string checkpoint_path(const std::string& run_dir);
@@ -34,17 +42,29 @@ struct CheckpointMeta {
     std::string optimizer, schedule, scaler;  ///< each part's own state JSON ("" : no scaler)
 };
 
+/// What a run expects of its checkpoint.
+struct CheckpointExpect {
+    std::string model;  ///< the task's name
+    int64_t batches_per_epoch = 0;
+    bool scaler = false;  ///< loss scaling
+    int world_size = 1;
+    Metric metric = Metric::accuracy;  ///< which best score it keeps
+};
+
 /// Parses the checkpoint JSON and checks it against the run: its model name,
-/// its batches per epoch, whether it scales the loss, and its world size. Any other text is
-/// an Error naming the field. The parts' own JSON is checked by their
-/// load_state.
-CheckpointMeta parse_checkpoint_meta(const std::string& json, const std::string& model,
-                                     int64_t batches_per_epoch, bool scaler, int world_size = 1);
+/// its batches per epoch, whether it scales the loss, its world size and its
+/// best score. Any other text is an Error naming the field. The parts' own
+/// JSON is checked by their load_state.
+CheckpointMeta parse_checkpoint_meta(const std::string& json, const CheckpointExpect& expect);
 
 /// Restores `run` (built from the same configuration) and returns the
 /// position. A corrupt or mismatched checkpoint is an Error naming the file
 /// and the problem (the run is then unusable: build it again).
 Position load_checkpoint(const std::string& run_dir, Run& run);
+
+/// The task name a weights file ("ember.model") or a checkpoint records;
+/// none if it records none.
+std::optional<std::string> recorded_model(const std::string& path);
 
 /// The model weights of a weights file (plain state dict: last.safetensors,
 /// best.safetensors) or of a checkpoint, loaded into `model` (strict).

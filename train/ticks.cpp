@@ -1,6 +1,6 @@
 // Nice ticks: a step of 1, 2 or 5 × 10^e, kept as (m, e) so that every tick
 // k·m·10^e is computed in one rounding (0.6, not 3 × 0.2 = 0.6000000000000001).
-#include "tools/train/ticks.h"
+#include "train/ticks.h"
 
 #include <algorithm>
 #include <cmath>

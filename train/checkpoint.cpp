@@ -2,7 +2,7 @@
 // ("optim.<name>") and, under the metadata key "ember.checkpoint", a JSON with
 // the position, the generator, and the optimizer's, schedule's and scaler's
 // own state JSON. Format and fields: docs/train.md, "Checkpoints".
-#include "tools/train/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
@@ -48,22 +48,26 @@ std::string checkpoint_path(const std::string& run_dir) {
 
 void save_checkpoint(const std::string& run_dir, const Run& run, const Position& pos) {
     std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& [name, t] : run.model->state_dict()) tensors.emplace_back("model." + name, t);
+    for (const auto& [name, t] : run.model().state_dict()) tensors.emplace_back("model." + name, t);
     for (const auto& [name, t] : run.optimizer->state_tensors())
         tensors.emplace_back("optim." + name, t);
     const GeneratorState rng = default_generator().state();
     json meta = {{"version", kVersion},
-                 {"model", run.config.model},
+                 {"model", run.task.name},
                  {"step", pos.step},
                  {"epoch", pos.epoch},
                  {"batch", pos.batch},
-                 {"best_accuracy", pos.best_accuracy},
                  {"world_size", run.world_size()},
                  {"rng_seed", rng.seed},
                  {"rng_offset", rng.offset},
                  {"optimizer", run.optimizer->state_json()},
                  {"schedule", run.schedule->state_json()}};
     if (run.scaler) meta["scaler"] = run.scaler->state_json();
+    // Accuracy: -1 before the first evaluation; loss: null.
+    if (run.task.metric == Metric::accuracy)
+        meta["best_accuracy"] = pos.best.value_or(-1);
+    else
+        meta["best_loss"] = pos.best ? json(*pos.best) : json(nullptr);
     std::error_code ec;
     fs::create_directories(fs::path(checkpoint_path(run_dir)).parent_path(), ec);
     EMBER_CHECK(!ec, "cannot create ", fs::path(checkpoint_path(run_dir)).parent_path().string(),
@@ -71,8 +75,19 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
     nn::save_safetensors(checkpoint_path(run_dir), tensors, {{kKey, meta.dump()}});
 }
 
-CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const std::string& model,
-                                     int64_t batches_per_epoch, bool scaler, int world_size) {
+bool improves(Metric metric, const Evaluation& e, const std::optional<double>& best) {
+    return !best || (metric == Metric::accuracy ? e.accuracy > *best : e.loss < *best);
+}
+
+double score(Metric metric, const Evaluation& e) {
+    return metric == Metric::accuracy ? e.accuracy : e.loss;
+}
+
+CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const CheckpointExpect& expect) {
+    const std::string& model = expect.model;
+    const int64_t batches_per_epoch = expect.batches_per_epoch;
+    const bool scaler = expect.scaler;
+    const int world_size = expect.world_size;
     json meta;
     try {
         meta = json::parse(text_json);
@@ -92,9 +107,17 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const std::st
     m.position.step = integer(meta, "step", 0);
     m.position.epoch = integer(meta, "epoch", 0);
     m.position.batch = integer(meta, "batch", 0);
-    EMBER_CHECK(meta.contains("best_accuracy") && meta["best_accuracy"].is_number(),
-                "'best_accuracy' is missing");
-    m.position.best_accuracy = meta["best_accuracy"].get<double>();
+    if (expect.metric == Metric::accuracy) {
+        EMBER_CHECK(meta.contains("best_accuracy") && meta["best_accuracy"].is_number(),
+                    "'best_accuracy' is missing");
+        const double best = meta["best_accuracy"].get<double>();
+        if (best >= 0) m.position.best = best;
+    } else {
+        EMBER_CHECK(meta.contains("best_loss") &&
+                        (meta["best_loss"].is_number() || meta["best_loss"].is_null()),
+                    "'best_loss' is missing");
+        if (meta["best_loss"].is_number()) m.position.best = meta["best_loss"].get<double>();
+    }
     EMBER_CHECK(m.position.batch <= batches_per_epoch, "batch ", m.position.batch,
                 " is past the epoch's ", batches_per_epoch, " batches (another --batch-size?)");
     EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
@@ -119,21 +142,36 @@ Position load_checkpoint(const std::string& run_dir, Run& run) {
     try {
         const auto it = file.metadata.find(kKey);
         EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
-        const CheckpointMeta meta =
-            parse_checkpoint_meta(it->second, run.config.model, run.batches_per_epoch,
-                                  bool(run.scaler), run.world_size());
+        const CheckpointMeta meta = parse_checkpoint_meta(
+            it->second, {.model = run.task.name,
+                         .batches_per_epoch = run.batches_per_epoch,
+                         .scaler = bool(run.scaler),
+                         .world_size = run.world_size(),
+                         .metric = run.task.metric});
         // Each load below checks its own part before changing it; if one
         // fails the resume stops and the half-restored run is thrown away
         // (nothing on disk changes).
         run.optimizer->load_state(with_prefix(file, "optim."), meta.optimizer);
         run.schedule->load_state(meta.schedule);
         if (run.scaler) run.scaler->load_state(meta.scaler);
-        run.model->load_state_dict(with_prefix(file, "model."));
+        run.model().load_state_dict(with_prefix(file, "model."));
         default_generator().set_state({meta.rng_seed, meta.rng_offset});
         return meta.position;
     } catch (const Error& e) {
         EMBER_FAIL("resume from ", path, ": ", e.what());
     }
+}
+
+std::optional<std::string> recorded_model(const std::string& path) {
+    const nn::TensorFile file = nn::load_safetensors(path);
+    if (const auto it = file.metadata.find("ember.model"); it != file.metadata.end())
+        return it->second;
+    if (const auto it = file.metadata.find(kKey); it != file.metadata.end()) {
+        const json meta = json::parse(it->second, nullptr, false);
+        if (meta.is_object() && meta.contains("model") && meta["model"].is_string())
+            return meta["model"].get<std::string>();
+    }
+    return std::nullopt;
 }
 
 void load_weights(nn::Module& model, const std::string& path) {

@@ -1,14 +1,14 @@
 // The SVG line chart: layout (fixed margins around the plot area), ticks and
 // grid, one <path> per series with a fresh "M" after every gap, and a legend
 // row under the title.
-#include "tools/train/svg.h"
+#include "train/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
-#include "tools/train/files.h"
+#include "train/files.h"
 
 namespace ember::train {
 

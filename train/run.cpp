@@ -1,61 +1,12 @@
-// Building a run from its configuration, and evaluation on the test split.
-#include "tools/train/run.h"
+// Building a run from its configuration and task; one step outside the loop.
+#include "train/run.h"
 
 #include <algorithm>
 
-#include "tools/train/subset.h"
+#include "autograd/autocast.h"
+#include "train/recipe.h"
 
 namespace ember::train {
-
-namespace {
-// Fashion-MNIST's training-set mean and standard deviation.
-const data::ChannelStats kFashionStats{{0.2860}, {0.3530}};
-// --data synthetic: Fashion-MNIST's split sizes.
-constexpr int64_t kSyntheticTrain = 60000, kSyntheticTest = 10000;
-
-// --data synthetic: one task of 70,000 samples under `seed` (the classes'
-// prototypes depend on it; the first 60,000 train, the rest test), computed
-// once into memory (220 MB, in parallel), so that the loader reads a sample
-// as it reads Fashion-MNIST's — a copy — rather than drawing 784 values.
-std::shared_ptr<const data::Dataset> synthetic_data(uint64_t seed) {
-    const int64_t n = kSyntheticTrain + kSyntheticTest;
-    const data::SyntheticDataset task(n, {1, 28, 28}, 10, seed);
-    Tensor inputs = empty({n, 1, 28, 28});
-    Tensor labels = empty({n}, {DType::i64});
-    float* in = inputs.data<float>();
-    int64_t* label = labels.data<int64_t>();
-    const int64_t numel = task.sample_numel();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) label[i] = task.read(i, in + i * numel);
-    return std::make_shared<data::TensorDataset>(inputs, labels);
-}
-}  // namespace
-
-Data load_data(const TrainConfig& c) {
-    Data d;
-    std::shared_ptr<const data::Dataset> train;
-    if (c.data == "synthetic") {
-        train = synthetic_data(c.seed);
-        d.test = std::make_shared<Subset>(train, kSyntheticTest, kSyntheticTrain);
-        train = std::make_shared<Subset>(train, kSyntheticTrain);
-    } else {
-        train = std::make_shared<data::FashionMNIST>(data::Split::train, c.data_dir);
-        d.test = std::make_shared<data::FashionMNIST>(data::Split::test, c.data_dir);
-    }
-    d.train = c.limit > 0 && c.limit < train->size()
-                  ? std::shared_ptr<const data::Dataset>(std::make_shared<Subset>(train, c.limit))
-                  : std::shared_ptr<const data::Dataset>(train);
-    return d;
-}
-
-data::Compose train_transforms(const TrainConfig& c) {
-    if (c.model == "resnet8")
-        return data::Compose{data::RandomCrop(28, 2), data::RandomHorizontalFlip(),
-                             data::Normalize(kFashionStats)};
-    return data::Compose{data::RandomHorizontalFlip(), data::Normalize(kFashionStats)};
-}
-
-data::Compose test_transforms() { return data::Compose{data::Normalize(kFashionStats)}; }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c,
                                                  std::vector<optim::GroupSpec> groups) {
@@ -106,11 +57,12 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c, optim::Opti
     return s;
 }
 
-Run build_run(const TrainConfig& c) {
+Run build_run(const TrainConfig& c, const std::function<Task()>& make_task) {
+    validate(c);
     Run r;
     r.config = c;
     r.device = resolve_device(c);
-    // --deterministic: cuDNN's convolutions use deterministic algorithms only,
+    // deterministic: cuDNN's convolutions use deterministic algorithms only,
     // and its heuristic choice rather than timing (which may pick another
     // algorithm in another run). The CPU backend and ember's own CUDA kernels
     // are deterministic anyway. Process-wide switches, as the run is.
@@ -125,25 +77,27 @@ Run build_run(const TrainConfig& c) {
                                      .device = r.device});
         if (r.device.is_cuda()) r.device = r.comm->device();
     }
-    r.data = load_data(c);
     manual_seed(c.seed);
-    r.model = nn::make_model(c.model);
-    r.model->to(r.device);
+    r.task = make_task();
+    EMBER_CHECK(r.task.model && r.task.train_data && r.task.eval_data, "train: the task '",
+                r.task.name, "' lacks ",
+                !r.task.model ? "a model" : !r.task.train_data ? "training data" : "evaluation data");
+    r.task.model->to(r.device);
     r.loader = std::make_unique<data::Loader>(
-        r.data.train,
+        r.task.train_data,
         data::LoaderOptions{.batch_size = c.batch_size, .seed = c.seed, .workers = c.workers,
                             .device = r.device, .rank = r.comm ? r.comm->rank() : 0,
                             .world_size = r.world_size()},
-        train_transforms(c));
+        r.task.train_transforms);
     r.batches_per_epoch = r.loader->size();
-    EMBER_CHECK(r.batches_per_epoch > 0, "train: the training set of ", r.data.train->size(),
-                " samples gives no batch");
+    EMBER_CHECK(r.batches_per_epoch > 0, "train: the training set of ",
+                r.task.train_data->size(), " samples gives no batch");
     r.steps_per_epoch = (r.batches_per_epoch + c.accumulate - 1) / c.accumulate;
     r.total_steps = r.steps_per_epoch * c.epochs;
     // Rank 0's weights on every rank, and the gradients in all-reduced buckets.
-    if (r.comm) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, r.comm);
+    if (r.comm) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.task.model, r.comm);
     std::vector<optim::GroupSpec> groups =
-        optim::decay_groups(*r.model, effective_weight_decay(c));
+        optim::decay_groups(*r.task.model, effective_weight_decay(c));
     r.optimizer = make_optimizer(c, std::move(groups));
     r.schedule = make_schedule(c, *r.optimizer, r.total_steps);
     if (c.amp == "f16") {
@@ -157,29 +111,30 @@ Run build_run(const TrainConfig& c) {
     return r;
 }
 
-Tensor in_format(const Tensor& images, MemoryFormat format) {
-    return images.dim() == 4 ? images.contiguous(format) : images;
+Run build_run(const TrainConfig& c) {
+    const Recipe& recipe = recipe_of(c);
+    return build_run(c, [&] { return recipe.make_task(c); });
 }
 
-Evaluation evaluate(nn::Module& model, const data::Dataset& test, Device device,
-                    const std::string& amp, int workers, MemoryFormat format) {
-    const bool was_training = model.is_training();
-    model.eval();
-    NoGradGuard no_grad;
-    auto dataset = std::shared_ptr<const data::Dataset>(&test, [](const data::Dataset*) {});
-    data::Loader loader(dataset,
-                        {.batch_size = 1000, .shuffle = false, .workers = workers, .device = device},
-                        test_transforms());
-    Tensor loss_sum = zeros({}, {DType::f64, device}), correct = zeros({}, {DType::f64, device});
-    for (data::Batch& b : loader.epoch(0)) {
+Tensor train_step(Run& run, const data::Batch& batch) {
+    const std::string& amp = run.config.amp;
+    Tensor loss;
+    {
         amp::autocast ac(amp == "f16" ? DType::f16 : DType::bf16, amp != "off");
-        const Tensor logits = model(in_format(b.input, format));
-        loss_sum = add(loss_sum, cross_entropy(logits, b.target, {.reduction = Reduction::sum}).to(DType::f64));
-        correct = add(correct, sum(eq(argmax(logits, 1), b.target).to(DType::f64)));
+        const Tensor out =
+            task_forward(run.task, in_format(batch.input, run.task.memory_format), false);
+        loss = task_loss(run.task, out, batch.target);
     }
-    model.train(was_training);
-    const double n = double(test.size());
-    return {loss_sum.item() / n, correct.item() / n, test.size()};
+    if (run.scaler) {
+        run.scaler->scale(loss).backward();
+        run.scaler->step(*run.optimizer);
+        run.scaler->update();
+    } else {
+        loss.backward();
+        run.optimizer->step();
+    }
+    run.optimizer->zero_grad();
+    return loss;
 }
 
 }  // namespace ember::train

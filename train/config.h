@@ -1,31 +1,29 @@
-// The configuration of a training run: every `ember train` flag, its default,
-// its check, and the TOML form the run directory keeps (config.toml, read
-// back by --resume; `--config FILE` reads one, flags override it).
+// The configuration of a training run: every setting `ember train` has, with
+// its default, the checks of the values together, and the values that depend
+// on others (the LR and weight decay an optimizer defaults to, the device
+// `auto` stands for). The command line binds its flags to these fields
+// (tools/train/options.cpp); a C++ program fills them itself.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <vector>
+#include <string>
 
 #include "core/device.h"
 #include "core/tensor.h"
 
-namespace CLI {
-class App;
-}
-
 namespace ember::train {
 
 struct TrainConfig {
-    std::string model = "mlp";              ///< mlp | resnet8
-    std::string data = "fashion-mnist";
-    std::string data_dir;                   ///< "": FashionMNIST::default_root()
+    std::string model = "mlp";              ///< a recipe's name (train/recipe.h)
+    std::string data = "fashion-mnist";     ///< a dataset the recipe knows
+    std::string data_dir;                   ///< "": the dataset's default folder
     int64_t epochs = 5;
     int64_t batch_size = 128;
-    std::optional<double> lr;               ///< "": the optimizer's default
+    std::optional<double> lr;               ///< unset: the optimizer's default (the recipe's for adamw)
     std::string optimizer = "adamw";        ///< adamw | adam | sgd | lamb | lars
-    std::optional<double> weight_decay;     ///< "": the optimizer's default
+    std::optional<double> weight_decay;     ///< unset: the optimizer's default
     double momentum = 0.9;                  ///< sgd, lars
     std::string schedule = "onecycle";      ///< onecycle | cyclic | cosine | step | constant
     int64_t warmup = 0;                     ///< linear warm-up steps before the schedule
@@ -54,37 +52,29 @@ struct TrainConfig {
     std::string config_file;                ///< --config (already read by expand_config)
 };
 
-/// Adds every flag of `ember train` to `app` (with its --config file option),
-/// bound to `c`.
-void add_train_options(CLI::App& app, TrainConfig& c);
-
-/// The command line with `ember train`'s config file read in: for
-/// `--config FILE` (or, with `--resume DIR` and no --config, DIR/config.toml)
-/// each `key = value` line of FILE becomes `--key=value` right after
-/// "train", before the flags given, which therefore override it. Comments
-/// (#), blank lines and empty values are skipped; `true`/`false` turn flags
-/// on or leave them off. A missing or unreadable file is an Error.
-std::vector<std::string> expand_config(int argc, char** argv);
-
-/// The flags a config file's text stands for (`key = value` → "--key=value",
-/// `key = true` → "--key"), in order; `name` is the file's, for messages. What
-/// expand_config reads files with, and what the train_files fuzz target feeds.
-std::vector<std::string> config_args(const std::string& text, const std::string& name);
-
-/// The largest config file expand_config reads.
-inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
+/// The names each choice-valued setting accepts.
+const std::vector<std::string>& optimizer_names();
+const std::vector<std::string>& schedule_names();
+const std::vector<std::string>& amp_names();
+const std::vector<std::string>& memory_format_names();
+/// "a, b, c": for messages and help.
+std::string joined(const std::vector<std::string>& names);
 
 /// Checks the values together (names, ranges, combinations); an Error names
-/// the flag. Resolves nothing.
+/// the setting. Resolves nothing; the model and its data are recipe_of's.
 void validate(const TrainConfig& c);
 
-/// The learning rate and weight decay the run uses: the flags', or the
-/// optimizer's defaults (adamw 3e-3 for mlp and 1e-2 for resnet8 / 0.05,
-/// adam 1e-3 / 0, sgd 0.1 / 5e-4,
-/// lamb 2e-3 / 0.01, lars 1.0 / 5e-4).
+struct Recipe;
+/// The recipe c.model names, after checking that it knows c.data.
+const Recipe& recipe_of(const TrainConfig& c);
+
+/// The learning rate and weight decay the run uses: the config's, or the
+/// optimizer's defaults (adamw: the recipe's peak LR — 3e-3 for mlp, 1e-2 for
+/// resnet8 — and 0.05; adam 1e-3 / 0, sgd 0.1 / 5e-4, lamb 2e-3 / 0.01,
+/// lars 1.0 / 5e-4).
 double effective_lr(const TrainConfig& c);
 double effective_weight_decay(const TrainConfig& c);
-/// The layout of the image batches, and so of every activation: --memory-format.
+/// The layout of the image batches, and so of every activation: memory_format.
 MemoryFormat effective_memory_format(const TrainConfig& c);
 
 /// The device the run uses: `auto` is cuda:0 when a GPU is present, else the CPU.

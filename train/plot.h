@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/train/svg.h"
+#include "train/svg.h"
 
 namespace ember::train {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/train/ticks.h"
+#include "train/ticks.h"
 
 namespace ember::train {
 

@@ -1,11 +1,11 @@
 // Subset: a contiguous run of a dataset, read through to the dataset itself.
-#include "tools/train/subset.h"
+#include "data/subset.h"
 
 #include <vector>
 
 #include "core/error.h"
 
-namespace ember::train {
+namespace ember::data {
 
 Subset::Subset(std::shared_ptr<const data::Dataset> base, int64_t n, int64_t offset)
     : base_(std::move(base)), n_(n), offset_(offset) {
@@ -29,4 +29,4 @@ void Subset::read_batch(const int64_t* indices, int64_t count, float* inputs,
     base_->read_batch(shifted.data(), count, inputs, labels);
 }
 
-}  // namespace ember::train
+}  // namespace ember::data

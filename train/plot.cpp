@@ -2,7 +2,7 @@
 // (a bad line names the file and the line) and lenient about what it does
 // not (unknown keys and kinds), so the trainer can log more without breaking
 // older readers.
-#include "tools/train/plot.h"
+#include "train/plot.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -3,7 +3,7 @@
 // schedule on applied steps (from device tables under loss scaling), logging
 // at intervals, an evaluation and the weights and checkpoint at each epoch's
 // end, and the stop on a signal.
-#include "tools/train/trainer.h"
+#include "train/trainer.h"
 
 #include <omp.h>
 #include <signal.h>
@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "tools/train/metrics.h"
-#include "tools/train/plot.h"
+#include "train/metrics.h"
+#include "train/plot.h"
 
 namespace ember::train {
 
@@ -59,32 +59,10 @@ private:
     struct sigaction old_int_ {}, old_term_ {};
 };
 
-// The model's forward, each block recomputed in backward with
-// --checkpoint-activations (autograd::checkpoint; batch norm's statistics
-// are updated once).
-Tensor forward(nn::Module& model, const Tensor& x, bool checkpointed) {
-    if (!checkpointed) return model(x);
-    auto segment = [](const std::shared_ptr<nn::Module>& m) {
-        return [m](const std::vector<Tensor>& in) { return m->forward(in[0]); };
-    };
-    if (auto* seq = dynamic_cast<nn::Sequential*>(&model)) {
-        Tensor h = x;
-        for (size_t i = 0; i < seq->size(); ++i) h = autograd::checkpoint(segment((*seq)[i]), {h});
-        return h;
-    }
-    if (auto* r = dynamic_cast<nn::ResNet8*>(&model)) {
-        Tensor h = x;
-        for (const auto& block : {std::shared_ptr<nn::Module>(r->stem), std::shared_ptr<nn::Module>(r->layer1),
-                                  std::shared_ptr<nn::Module>(r->layer2), std::shared_ptr<nn::Module>(r->layer3)})
-            h = autograd::checkpoint(segment(block), {h});
-        return r->fc->forward(adaptive_avg_pool2d(h, {1, 1}).flatten(1));
-    }
-    return autograd::checkpoint(
-        [&model](const std::vector<Tensor>& in) { return model.forward(in[0]); }, {x});
-}
-
 void save_weights(const Run& run, const std::string& path) {
-    nn::save(*run.model, path, {{"ember.model", run.config.model}});
+    std::map<std::string, std::string> meta = run.task.metadata;
+    meta["ember.model"] = run.task.name;
+    nn::save(run.model(), path, meta);
 }
 
 // This thread's host synchronizations since the last call (the host-sync
@@ -116,13 +94,13 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     set_sync_debug(c.sync_debug);
     const bool amp_on = c.amp != "off";
     const DType low = c.amp == "f16" ? DType::f16 : DType::bf16;  // autocast's, when on
-    const MemoryFormat format = effective_memory_format(c);
+    const Task& task = run.task;
     // Only the lead rank (rank 0, or the only one) prints and writes files.
     std::optional<MetricsLog> metrics;
     std::optional<Progress> progress;
     if (run.lead()) {
         metrics.emplace(run_dir, pos.step);
-        progress.emplace(c, run.batches_per_epoch, run.steps_per_epoch);
+        progress.emplace(c, task, run.steps_per_epoch);
     }
     const double world = run.world_size();
     // --ddp: a sum over the ranks divided by `world` (losses are per rank).
@@ -166,7 +144,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             logged = window_samples = 0;
             window_start = Clock::now();
         };
-        run.model->train();
+        run.model().train();
         take_host_syncs();  // the last epoch's evaluation and checkpoint are not the steps'
         while (std::optional<data::Batch> batch = run.loader->next()) {
             const int64_t b = batch->index;
@@ -179,9 +157,10 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             if (run.ddp) run.ddp->sync_buffers();
             {
                 amp::autocast ac(low, amp_on);
-                loss = cross_entropy(forward(*run.model, in_format(batch->input, format),
-                                             c.checkpoint_activations),
-                                     batch->target);
+                loss = task_loss(task,
+                                 task_forward(task, in_format(batch->input, task.memory_format),
+                                              c.checkpoint_activations),
+                                 batch->target);
             }
             const Tensor scaled =
                 group_end - group_start > 1 ? div(loss, double(group_end - group_start)) : loss;
@@ -243,16 +222,18 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             epoch_batches ? rank_mean(epoch_sum).item() / double(epoch_batches) : 0;
         pos.epoch = epoch + 1;
         pos.batch = 0;
-        EpochRecord e{epoch, pos.step, train_loss, -1, -1, epoch_secs,
-                      epoch_secs > 0 ? world * double(epoch_samples) / epoch_secs : 0,
-                      run.loader->stats().wait_fraction, run.world_size()};
+        EpochRecord e{.epoch = epoch,
+                      .step = pos.step,
+                      .train_loss = train_loss,
+                      .epoch_time_s = epoch_secs,
+                      .samples_per_s = epoch_secs > 0 ? world * double(epoch_samples) / epoch_secs : 0,
+                      .data_wait = run.loader->stats().wait_fraction,
+                      .world_size = run.world_size()};
         if ((epoch + 1) % c.eval_every == 0 || epoch + 1 == c.epochs) {
-            out.last =
-                evaluate(*run.model, *run.data.test, run.device, c.amp, c.workers, format);
-            e.test_loss = out.last.loss;
-            e.test_acc = out.last.accuracy;
-            if (out.last.accuracy > pos.best_accuracy) {
-                pos.best_accuracy = out.last.accuracy;
+            out.last = evaluate(task, run.device, c.amp, c.workers);
+            e.eval = out.last;
+            if (improves(task.metric, out.last, pos.best)) {
+                pos.best = score(task.metric, out.last);
                 if (run.lead()) save_weights(run, (fs::path(run_dir) / "best.safetensors").string());
             }
         }

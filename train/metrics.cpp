@@ -1,5 +1,5 @@
 // metrics.jsonl and the progress display.
-#include "tools/train/metrics.h"
+#include "train/metrics.h"
 
 #include <unistd.h>
 
@@ -90,15 +90,15 @@ void MetricsLog::epoch(const EpochRecord& r) {
               {"samples_per_s", r.samples_per_s},
               {"data_wait", r.data_wait},
               {"world_size", r.world_size}};
-    if (r.test_acc >= 0) {
-        j["test_loss"] = r.test_loss;
-        j["test_acc"] = r.test_acc;
+    if (r.eval) {
+        j["test_loss"] = r.eval->loss;
+        if (r.eval->accuracy >= 0) j["test_acc"] = r.eval->accuracy;
     }
     write(j.dump());
 }
 
-Progress::Progress(const TrainConfig& c, int64_t, int64_t steps_per_epoch)
-    : c_(c), steps_per_epoch_(steps_per_epoch), tty_(isatty(STDOUT_FILENO) == 1) {}
+Progress::Progress(const TrainConfig& c, const Task& task, int64_t steps_per_epoch)
+    : c_(c), task_(task), steps_per_epoch_(steps_per_epoch), tty_(isatty(STDOUT_FILENO) == 1) {}
 
 void Progress::begin_epoch(int64_t epoch, int64_t first_step_in_epoch) {
     epoch_ = epoch;
@@ -155,8 +155,11 @@ void Progress::end_epoch(const EpochRecord& r) {
     end_line();
     std::printf("epoch %lld/%lld: train loss %.4f", (long long)r.epoch + 1, (long long)c_.epochs,
                 r.train_loss);
-    if (r.test_acc >= 0)
-        std::printf(", test loss %.4f, test accuracy %.2f%%", r.test_loss, 100 * r.test_acc);
+    if (r.eval) {
+        std::printf(", %s loss %.4f", task_.eval_split.c_str(), r.eval->loss);
+        if (r.eval->accuracy >= 0)
+            std::printf(", %s accuracy %.2f%%", task_.eval_split.c_str(), 100 * r.eval->accuracy);
+    }
     std::printf(", %.1f s, %.0f samples/s, data wait %.1f%%\n", r.epoch_time_s, r.samples_per_s,
                 100 * r.data_wait);
     std::fflush(stdout);

@@ -1,5 +1,5 @@
 // Atomic writes of small text files (config.toml).
-#include "tools/train/files.h"
+#include "train/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <string>
 
-#include "tools/train/config.h"
+#include <optional>
+
+#include "train/config.h"
+#include "train/task.h"
 
 namespace ember::train {
 
@@ -21,9 +24,10 @@ struct StepRecord {
 
 struct EpochRecord {
     int64_t epoch = 0, step = 0;
-    double train_loss = 0, test_loss = -1, test_acc = -1;  ///< -1: not evaluated
+    double train_loss = 0;
     double epoch_time_s = 0, samples_per_s = 0, data_wait = 0;
     int world_size = 1;  ///< ranks that trained (--ddp); samples_per_s counts them all
+    std::optional<Evaluation> eval;  ///< the epoch's evaluation, if it had one
 };
 
 /// RUN_DIR/metrics.jsonl, appended a line at a time (flushed). Opened for a
@@ -49,7 +53,7 @@ private:
 /// line per log record. One line per epoch either way.
 class Progress {
 public:
-    Progress(const TrainConfig& c, int64_t batches_per_epoch, int64_t steps_per_epoch);
+    Progress(const TrainConfig& c, const Task& task, int64_t steps_per_epoch);
     void begin_epoch(int64_t epoch, int64_t first_step_in_epoch);
     void tick(int64_t step);
     void log(const StepRecord& r);
@@ -60,6 +64,7 @@ public:
 private:
     void draw(int64_t step);
     const TrainConfig& c_;
+    const Task& task_;
     int64_t steps_per_epoch_;
     bool tty_;
     int64_t epoch_ = 0, epoch_first_step_ = 0, base_step_ = 0;

@@ -1,38 +1,34 @@
-// `ember train`'s flags: names, help, defaults and checks (CLI11), and the
-// values that depend on others (the optimizer's LR and weight decay, the
-// device `auto` stands for).
-#include "tools/train/config.h"
+// `ember train`'s flags (CLI11): names, help, defaults and checks; the
+// recipe's defaults for the flags not given; and the config file.
+#include "tools/train/options.h"
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <sstream>
 #include <optional>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "train/recipe.h"
 
 namespace ember::train {
 
 namespace {
 
-const std::vector<std::string> kModels = {"mlp", "resnet8"};
-const std::vector<std::string> kOptimizers = {"adamw", "adam", "sgd", "lamb", "lars"};
-const std::vector<std::string> kSchedules = {"onecycle", "cyclic", "cosine", "step", "constant"};
-const std::vector<std::string> kAmp = {"off", "bf16", "f16"};
-const std::vector<std::string> kData = {"fashion-mnist", "synthetic"};
-const std::vector<std::string> kFormats = {"contiguous", "channels_last"};
-
-bool one_of(const std::string& v, const std::vector<std::string>& names) {
-    return std::find(names.begin(), names.end(), v) != names.end();
+// "mlp (784-512-...), resnet8 (...)": the recipes and what they are.
+std::string models_help() {
+    std::string s;
+    for (const Recipe& r : recipes()) s += (s.empty() ? "" : "; ") + r.name + " (" + r.summary + ")";
+    return s;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-    std::string s;
-    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
+template <class T>
+std::string text_of(const T& v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
 }
 
 }  // namespace
@@ -45,13 +41,13 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Read options from a TOML file of key = value lines (flags given here override "
                    "them); with --resume, the run's config.toml")
         ->configurable(false);
-    app.add_option("--model", c.model, "Reference model: " + joined(kModels))
-        ->check(CLI::IsMember(kModels))
+    app.add_option("--model", c.model, "Reference model: " + models_help())
+        ->check(CLI::IsMember(recipe_names()))
         ->capture_default_str();
     app.add_option("--data", c.data,
-                   "Dataset: fashion-mnist, or synthetic (seeded Fashion-MNIST-shaped samples "
-                   "computed on demand, no files: for smoke tests and GPU benchmarks)")
-        ->check(CLI::IsMember(kData))
+                   "Dataset: the model's (default: its first) — mlp and resnet8: fashion-mnist, "
+                   "or synthetic (seeded Fashion-MNIST-shaped samples, no files: for smoke "
+                   "tests and GPU benchmarks)")
         ->capture_default_str();
     app.add_option("--data-dir", c.data_dir,
                    "Folder with the dataset's files (default: $EMBER_DATA/fashion-mnist, else the "
@@ -64,8 +60,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->capture_default_str();
     app.add_option("--lr", c.lr,
                    "Peak learning rate (default: the optimizer's; see docs/train.md)");
-    app.add_option("--optimizer", c.optimizer, "Optimizer: " + joined(kOptimizers))
-        ->check(CLI::IsMember(kOptimizers))
+    app.add_option("--optimizer", c.optimizer, "Optimizer: " + joined(optimizer_names()))
+        ->check(CLI::IsMember(optimizer_names()))
         ->capture_default_str();
     app.add_option("--weight-decay", c.weight_decay,
                    "Weight decay of matrices and kernels; biases and norms get none "
@@ -73,8 +69,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--momentum", c.momentum, "Momentum of sgd and lars")
         ->check(CLI::Range(0.0, 0.999))
         ->capture_default_str();
-    app.add_option("--schedule", c.schedule, "LR schedule: " + joined(kSchedules))
-        ->check(CLI::IsMember(kSchedules))
+    app.add_option("--schedule", c.schedule, "LR schedule: " + joined(schedule_names()))
+        ->check(CLI::IsMember(schedule_names()))
         ->capture_default_str();
     app.add_option("--warmup", c.warmup, "Linear warm-up steps before the schedule")
         ->check(CLI::NonNegativeNumber)
@@ -82,7 +78,7 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto (CUDA when a GPU is present)")
         ->capture_default_str();
     app.add_option("--amp", c.amp, "Mixed precision: off, bf16 (autocast), f16 (autocast + loss scaling)")
-        ->check(CLI::IsMember(kAmp))
+        ->check(CLI::IsMember(amp_names()))
         ->capture_default_str();
     app.add_option("--workers", c.workers, "Loader threads (0: load on the training thread)")
         ->check(CLI::Range(0, 256))
@@ -98,7 +94,7 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--memory-format", c.memory_format,
                    "Layout of the image batches and activations: contiguous (NCHW) or "
                    "channels_last (NHWC: resnet8's faster layout on the CPU)")
-        ->check(CLI::IsMember(kFormats))
+        ->check(CLI::IsMember(memory_format_names()))
         ->capture_default_str();
     app.add_option("--seed", c.seed, "Seed of the weights, the shuffle and the augmentation")
         ->capture_default_str();
@@ -141,45 +137,26 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->configurable(false);
 }
 
-void validate(const TrainConfig& c) {
-    EMBER_CHECK(one_of(c.model, kModels), "--model: '", c.model, "' is not one of ", joined(kModels));
-    EMBER_CHECK(one_of(c.optimizer, kOptimizers), "--optimizer: '", c.optimizer,
-                "' is not one of ", joined(kOptimizers));
-    EMBER_CHECK(one_of(c.schedule, kSchedules), "--schedule: '", c.schedule, "' is not one of ",
-                joined(kSchedules));
-    EMBER_CHECK(one_of(c.amp, kAmp), "--amp: '", c.amp, "' is not one of ", joined(kAmp));
-    EMBER_CHECK(one_of(c.data, kData), "--data: '", c.data, "' is not one of ", joined(kData));
-    EMBER_CHECK(one_of(c.memory_format, kFormats), "--memory-format: '", c.memory_format,
-                "' is not one of ", joined(kFormats));
-    EMBER_CHECK(!c.lr || (*c.lr > 0 && std::isfinite(*c.lr)), "--lr must be positive, got ",
-                c.lr.value_or(0));
-    EMBER_CHECK(!c.weight_decay || (*c.weight_decay >= 0 && std::isfinite(*c.weight_decay)),
-                "--weight-decay must be >= 0, got ", c.weight_decay.value_or(0));
-    (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
-}
-
-double effective_lr(const TrainConfig& c) {
-    if (c.lr) return *c.lr;
-    if (c.optimizer == "sgd") return 0.1;
-    if (c.optimizer == "lars") return 1.0;
-    if (c.optimizer == "lamb") return 2e-3;
-    if (c.optimizer == "adam") return 1e-3;
-    // AdamW, the default: the peak of the one-cycle schedule, tuned per model
-    // for 5 epochs at batch 128 (docs/train.md, "Default learning rates").
-    return c.model == "resnet8" ? 1e-2 : 3e-3;
-}
-
-MemoryFormat effective_memory_format(const TrainConfig& c) {
-    return c.memory_format == "channels_last" ? MemoryFormat::channels_last
-                                              : MemoryFormat::contiguous;
-}
-
-double effective_weight_decay(const TrainConfig& c) {
-    if (c.weight_decay) return *c.weight_decay;
-    if (c.optimizer == "adamw") return 0.05;
-    if (c.optimizer == "lamb") return 0.01;
-    if (c.optimizer == "adam") return 0.0;
-    return 5e-4;
+void apply_recipe_defaults(CLI::App& app, TrainConfig& c) {
+    const std::vector<std::string> names = recipe_names();
+    if (std::find(names.begin(), names.end(), c.model) == names.end()) return;
+    const TrainConfig& d = recipe(c.model).defaults;
+    // A field takes the recipe's value when its flag was not given; the
+    // option's default text follows, so config.toml records what ran.
+    // A command without the flag (lr-find has no --data) takes the value too.
+    auto take = [&](const char* flag, auto& field, const auto& value) {
+        CLI::Option* opt = app.get_option_no_throw(flag);
+        if (opt && opt->count() > 0) return;
+        field = value;
+        if (opt) opt->default_str(text_of(value));
+    };
+    take("--data", c.data, d.data);
+    take("--epochs", c.epochs, d.epochs);
+    take("--batch-size", c.batch_size, d.batch_size);
+    take("--schedule", c.schedule, d.schedule);
+    take("--warmup", c.warmup, d.warmup);
+    take("--clip-grad", c.clip_grad, d.clip_grad);
+    take("--log-every", c.log_every, d.log_every);
 }
 
 std::vector<std::string> config_args(const std::string& text, const std::string& name) {
@@ -241,16 +218,6 @@ std::vector<std::string> expand_config(int argc, char** argv) {
     const std::vector<std::string> from_file = config_args(text, file);
     args.insert(train + 1, from_file.begin(), from_file.end());
     return args;
-}
-
-Device resolve_device(const TrainConfig& c) {
-    if (c.device == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
-    const Device d = Device::parse(c.device);
-    EMBER_CHECK(d.is_cpu() || cuda_built(), "--device ", c.device,
-                ": ember was built without CUDA");
-    EMBER_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", c.device,
-                ": no such GPU (", cuda_device_count(), " found)");
-    return d;
 }
 
 }  // namespace ember::train

@@ -1,0 +1,111 @@
+// The settings' names, their checks, and the values that depend on others
+// (the optimizer's LR and weight decay, the device `auto` stands for).
+#include "train/config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "train/recipe.h"
+
+namespace ember::train {
+
+namespace {
+
+bool one_of(const std::string& v, const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), v) != names.end();
+}
+
+}  // namespace
+
+const std::vector<std::string>& optimizer_names() {
+    static const std::vector<std::string> names = {"adamw", "adam", "sgd", "lamb", "lars"};
+    return names;
+}
+
+const std::vector<std::string>& schedule_names() {
+    static const std::vector<std::string> names = {"onecycle", "cyclic", "cosine", "step",
+                                                   "constant"};
+    return names;
+}
+
+const std::vector<std::string>& amp_names() {
+    static const std::vector<std::string> names = {"off", "bf16", "f16"};
+    return names;
+}
+
+const std::vector<std::string>& memory_format_names() {
+    static const std::vector<std::string> names = {"contiguous", "channels_last"};
+    return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+void validate(const TrainConfig& c) {
+    EMBER_CHECK(one_of(c.optimizer, optimizer_names()), "--optimizer: '", c.optimizer,
+                "' is not one of ", joined(optimizer_names()));
+    EMBER_CHECK(one_of(c.schedule, schedule_names()), "--schedule: '", c.schedule,
+                "' is not one of ", joined(schedule_names()));
+    EMBER_CHECK(one_of(c.amp, amp_names()), "--amp: '", c.amp, "' is not one of ",
+                joined(amp_names()));
+    EMBER_CHECK(one_of(c.memory_format, memory_format_names()), "--memory-format: '",
+                c.memory_format, "' is not one of ", joined(memory_format_names()));
+    EMBER_CHECK(!c.lr || (*c.lr > 0 && std::isfinite(*c.lr)), "--lr must be positive, got ",
+                c.lr.value_or(0));
+    EMBER_CHECK(!c.weight_decay || (*c.weight_decay >= 0 && std::isfinite(*c.weight_decay)),
+                "--weight-decay must be >= 0, got ", c.weight_decay.value_or(0));
+    EMBER_CHECK(c.epochs >= 1, "--epochs must be >= 1, got ", c.epochs);
+    EMBER_CHECK(c.batch_size >= 1, "--batch-size must be >= 1, got ", c.batch_size);
+    EMBER_CHECK(c.accumulate >= 1, "--accumulate must be >= 1, got ", c.accumulate);
+    (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
+}
+
+const Recipe& recipe_of(const TrainConfig& c) {
+    EMBER_CHECK(one_of(c.model, recipe_names()), "--model: '", c.model, "' is not one of ",
+                joined(recipe_names()));
+    const Recipe& r = recipe(c.model);
+    EMBER_CHECK(one_of(c.data, r.datasets), "--data: '", c.data, "' is not one of ",
+                joined(r.datasets), " (the datasets of ", c.model, ")");
+    return r;
+}
+
+double effective_lr(const TrainConfig& c) {
+    if (c.lr) return *c.lr;
+    if (c.optimizer == "sgd") return 0.1;
+    if (c.optimizer == "lars") return 1.0;
+    if (c.optimizer == "lamb") return 2e-3;
+    if (c.optimizer == "adam") return 1e-3;
+    // AdamW, the default: the peak of the one-cycle schedule, tuned per model
+    // (docs/train.md, "Default learning rates"); 3e-3 for a task of one's own.
+    const std::vector<std::string> names = recipe_names();
+    return one_of(c.model, names) ? recipe(c.model).adamw_lr : 3e-3;
+}
+
+MemoryFormat effective_memory_format(const TrainConfig& c) {
+    return c.memory_format == "channels_last" ? MemoryFormat::channels_last
+                                              : MemoryFormat::contiguous;
+}
+
+double effective_weight_decay(const TrainConfig& c) {
+    if (c.weight_decay) return *c.weight_decay;
+    if (c.optimizer == "adamw") return 0.05;
+    if (c.optimizer == "lamb") return 0.01;
+    if (c.optimizer == "adam") return 0.0;
+    return 5e-4;
+}
+
+Device resolve_device(const TrainConfig& c) {
+    if (c.device == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+    const Device d = Device::parse(c.device);
+    EMBER_CHECK(d.is_cpu() || cuda_built(), "--device ", c.device,
+                ": ember was built without CUDA");
+    EMBER_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", c.device,
+                ": no such GPU (", cuda_device_count(), " found)");
+    return d;
+}
+
+}  // namespace ember::train

@@ -1,0 +1,142 @@
+// A whole run around the training loop: the run directory (made, or resumed
+// in place), config.toml, the restored checkpoint and the start table.
+#include <omp.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "train/files.h"
+#include "train/trainer.h"
+
+namespace ember::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string default_run_dir(const Run& run, std::time_t now) {
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    return (fs::path("runs") / (run.task.name + "-" + stamp)).string();
+}
+
+// The directory a run writes: --resume's (which must hold a run), or a new
+// or empty one (never one that holds another run's checkpoint).
+std::string prepare_run_dir(const Run& run, std::time_t now) {
+    const TrainConfig& c = run.config;
+    std::error_code ec;
+    if (!c.resume.empty()) {
+        EMBER_CHECK(fs::is_directory(c.resume), "--resume ", c.resume, ": no such run directory");
+        EMBER_CHECK(fs::exists(checkpoint_path(c.resume)), "--resume ", c.resume,
+                    ": no checkpoint in it (", checkpoint_path(c.resume), ")");
+        return c.resume;
+    }
+    const std::string dir = c.out.empty() ? default_run_dir(run, now) : c.out;
+    EMBER_CHECK(!fs::exists(checkpoint_path(dir)), "--out ", dir,
+                " already holds a run; continue it with --resume ", dir, " or choose another --out");
+    fs::create_directories(dir, ec);
+    EMBER_CHECK(!ec && fs::is_directory(dir), "--out ", dir, ": cannot create it (",
+                ec ? ec.message() : "not a directory", ")");
+    return dir;
+}
+
+// The processor's name from /proc/cpuinfo ("" where there is none).
+std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            const size_t colon = line.find(':');
+            if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+        }
+    return "";
+}
+
+}  // namespace
+
+void print_start(const Run& r, const std::string& dir, const Position& pos) {
+    const TrainConfig& c = r.config;
+    const Task& t = r.task;
+    std::printf("ember train: %s on %s, %lld epochs of %lld steps (batch %lld", t.name.c_str(),
+                r.device.str().c_str(), (long long)c.epochs, (long long)r.steps_per_epoch,
+                (long long)c.batch_size);
+    if (c.accumulate > 1) std::printf(" x %lld accumulated", (long long)c.accumulate);
+    std::printf(")\n");
+    std::printf("  model       %s, %lld parameters\n", t.name.c_str(),
+                (long long)nn::parameter_count(r.model()));
+    std::printf("  data        %s: %lld training, %lld %s %s\n", t.data_name.c_str(),
+                (long long)t.train_data->size(), (long long)t.eval_data->size(),
+                t.eval_split.c_str(), t.sample_noun.c_str());
+    std::printf("  optimizer   %s, lr %g, weight decay %g, schedule %s%s\n", c.optimizer.c_str(),
+                effective_lr(c), effective_weight_decay(c), c.schedule.c_str(),
+                c.warmup > 0 ? (" after " + std::to_string(c.warmup) + " warm-up steps").c_str() : "");
+    std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(),
+                c.clip_grad > 0 ? (", gradients clipped at " + std::to_string(c.clip_grad)).c_str() : "",
+                c.checkpoint_activations ? ", activations recomputed" : "",
+                memory_format_name(t.memory_format));
+    if (r.device.is_cpu()) {
+        const std::string cpu = cpu_model_name();
+        std::printf("  device      cpu%s%s, %d OpenMP threads, %u hardware threads, %d loader workers\n",
+                    cpu.empty() ? "" : " ", cpu.c_str(), omp_get_max_threads(),
+                    std::thread::hardware_concurrency(), c.workers);
+    } else {
+        const CudaDeviceProperties p = cuda_device_properties(r.device.index);
+        std::printf("  device      %s, %s, %.1f GiB; %s\n", r.device.str().c_str(), p.name.c_str(),
+                    double(p.total_memory) / double(1 << 30), cuda_versions().c_str());
+        // The switches that change f32 results or speed (docs/cuda.md).
+        std::printf("  kernels     TF32 %s, cuDNN benchmark %s, deterministic %s, %d loader workers\n",
+                    allow_tf32() ? "on" : "off", cudnn_benchmark() ? "on" : "off",
+                    cudnn_deterministic() ? "on" : "off", c.workers);
+    }
+    if (r.comm)
+        std::printf("  ranks       %d (%s), batch %lld per rank, %lld in all\n", r.world_size(),
+                    r.comm->backend().c_str(), (long long)c.batch_size,
+                    (long long)(c.batch_size * r.world_size()));
+    std::printf("  run         %s%s\n", dir.c_str(),
+                pos.step > 0 ? (" (resuming after step " + std::to_string(pos.step) + ")").c_str() : "");
+    std::fflush(stdout);
+}
+
+Outcome fit(Run& run, const FitOptions& options) {
+    const TrainConfig& c = run.config;
+    // The lead rank makes the directory; with ddp the others learn its
+    // name (rank 0's clock) and whether that worked before going on.
+    std::time_t now = std::time(nullptr);
+    if (run.comm) {
+        Tensor t = full({1}, 0.0, {.dtype = DType::i64});
+        t.data<int64_t>()[0] = int64_t(now);
+        run.comm->broadcast(t, 0, "run directory name");
+        now = std::time_t(t.data<int64_t>()[0]);
+    }
+    std::string dir, failure;
+    if (run.lead()) {
+        try {
+            dir = prepare_run_dir(run, now);
+            if (!options.config_toml.empty())
+                write_file_atomic((fs::path(dir) / "config.toml").string(), options.config_toml);
+        } catch (const Error& e) {
+            if (!run.comm) throw;
+            failure = e.what();
+        }
+    } else {
+        dir = !c.resume.empty() ? c.resume : c.out.empty() ? default_run_dir(run, now) : c.out;
+    }
+    if (run.comm) {
+        Tensor failed = full({1}, failure.empty() ? 0.0 : 1.0, {.dtype = DType::i32});
+        run.comm->all_reduce(failed, dist::ReduceOp::max, "run directory check");
+        if (failed.data<int32_t>()[0] != 0)
+            EMBER_FAIL(failure.empty() ? std::string("rank 0 could not prepare the run directory")
+                                       : failure);
+    }
+    Position pos;
+    if (!c.resume.empty()) pos = load_checkpoint(dir, run);
+    if (run.lead() && options.print) print_start(run, dir, pos);
+    Outcome out = train(run, dir, pos);
+    out.run_dir = dir;
+    return out;
+}
+
+}  // namespace ember::train

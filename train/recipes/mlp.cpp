@@ -1,0 +1,48 @@
+// The mlp recipe: nn::mlp (784-512-256-10, ReLU) on Fashion-MNIST, random
+// horizontal flips, accuracy; each layer a checkpoint segment.
+#include "autograd/checkpoint.h"
+#include "nn/models.h"
+#include "train/recipes/images.h"
+#include "train/recipes/recipes.h"
+
+namespace ember::train {
+
+namespace {
+
+// --checkpoint-activations: every layer of the Sequential its own segment.
+Tensor forward(nn::Module& model, const Tensor& x, bool checkpoint) {
+    if (!checkpoint) return model(x);
+    auto& seq = dynamic_cast<nn::Sequential&>(model);
+    Tensor h = x;
+    for (size_t i = 0; i < seq.size(); ++i) {
+        std::shared_ptr<nn::Module> layer = seq[i];
+        h = autograd::checkpoint(
+            [layer](const std::vector<Tensor>& in) { return layer->forward(in[0]); }, {h});
+    }
+    return h;
+}
+
+Task make_task(const TrainConfig& c) {
+    Task t;
+    t.name = "mlp";
+    set_image_data(t, c, data::Compose{data::RandomHorizontalFlip()});
+    t.model = nn::mlp();
+    t.forward = forward;
+    return t;
+}
+
+}  // namespace
+
+Recipe mlp_recipe() {
+    Recipe r;
+    r.name = "mlp";
+    r.summary = "784-512-256-10 ReLU network on Fashion-MNIST (535,818 parameters)";
+    r.defaults.model = "mlp";
+    r.adamw_lr = 3e-3;
+    r.datasets = image_datasets();
+    r.make_task = make_task;
+    r.example_batch = random_image_batch;
+    return r;
+}
+
+}  // namespace ember::train

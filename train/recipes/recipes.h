@@ -1,0 +1,11 @@
+// The reference models' recipes, one file each; train/recipe.cpp lists them.
+#pragma once
+
+#include "train/recipe.h"
+
+namespace ember::train {
+
+Recipe mlp_recipe();      // train/recipes/mlp.cpp
+Recipe resnet8_recipe();  // train/recipes/resnet8.cpp
+
+}  // namespace ember::train
