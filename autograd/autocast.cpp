@@ -30,6 +30,8 @@ constexpr Entry kPolicy[] = {
     {"norm", CastPolicy::f32},         {"var", CastPolicy::f32},
     {"std", CastPolicy::f32},          {"linear_relu", CastPolicy::lower},
     {"linear_gelu", CastPolicy::lower},
+    {"scaled_dot_product_attention", CastPolicy::lower},
+    {"self_attention", CastPolicy::lower},
 };
 
 }  // namespace

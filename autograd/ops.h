@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/graph.h"
+#include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/index.h"
 #include "autograd/ops/matmul.h"

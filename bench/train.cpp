@@ -1,6 +1,7 @@
 // train family: one training step (forward, backward, plain SGD update) of
-// the reference models on CPU, beside the same step's matmuls/convolutions
-// alone (kernel calls on buffers of the same shapes) timed in the same run.
+// the reference models on CPU (mlp, resnet8 in both layouts, gpt), beside
+// the same step's matmuls/convolutions alone (kernel calls on buffers of the
+// same shapes) timed in the same run.
 // step / GEMMs-alone is the engine's overhead: allocation, elementwise ops,
 // copies and graph bookkeeping. Target for mlp at batch 256: <= 1.3x.
 // FLOPs count the GEMMs only: 2·B·in·out per linear for the forward, the
@@ -29,9 +30,12 @@ void sgd_step(nn::Module& model, double lr) {
         if (p.grad().defined()) sub_(p, mul(p.grad(), lr));
 }
 
-// One step; returns the loss (validated finite by the caller).
+// One step; returns the loss (validated finite by the caller). A language
+// model's logits [B, T, V] are scored against tokens [B, T], row by row.
 double train_step(nn::Module& model, const Tensor& x, const Tensor& y) {
-    Tensor loss = cross_entropy(model(x), y);
+    const Tensor out = model(x);
+    Tensor loss = out.dim() == 3 ? cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
+                                 : cross_entropy(out, y);
     model.zero_grad();
     loss.backward();
     sgd_step(model, 0.01);
@@ -199,12 +203,50 @@ void run_resnet8(const Options& o, Report& report, bool channels_last) {
                 "batch " + std::to_string(batch), model, x, y, gemms, flops, o, report);
 }
 
+// The default gpt of `ember train` (4 blocks, 4 heads, width 128, context
+// 128, 113 tokens: fortunes' characters) at batch 32; the GEMMs alone are
+// its linear layers' (attention is the fused kernel's, not a GEMM).
+void run_gpt(const Options& o, Report& report) {
+    const int64_t batch = o.quick ? 4 : 32, vocab = 113;
+    const nn::GPTConfig c{.vocab_size = vocab, .block_size = o.quick ? 32 : 128, .layers = 4,
+                          .heads = 4, .embd = 128};
+    manual_seed(3);
+    nn::GPT model(c);
+    const int64_t rows = batch * c.block_size, C = c.embd;
+    const Tensor x = randint(0, vocab, {batch, c.block_size});
+    const Tensor y = randint(0, vocab, {batch, c.block_size});
+    // qkv, attention projection, fc, projection per block; the tied head.
+    std::vector<std::pair<int64_t, int64_t>> layers;
+    for (int64_t l = 0; l < c.layers; ++l)
+        for (auto io : {std::pair{C, 3 * C}, std::pair{C, C}, std::pair{C, 4 * C}, std::pair{4 * C, C}})
+            layers.push_back(io);
+    layers.push_back({C, vocab});
+    std::vector<Tensor> acts, weights, grads;
+    double flops = 0;
+    for (auto [in, out] : layers) {
+        acts.push_back(randn({rows, in}));
+        weights.push_back(randn({out, in}));
+        grads.push_back(randn({rows, out}));
+        flops += 2.0 * double(rows * in * out) * 3;
+    }
+    auto gemms = [&] {
+        for (size_t l = 0; l < layers.size(); ++l) {
+            kernels::matmul(acts[l], weights[l].t());
+            kernels::matmul(grads[l].t(), acts[l]);
+            kernels::matmul(grads[l], weights[l]);
+        }
+    };
+    report_pair("gpt", "batch " + std::to_string(batch) + " x " + std::to_string(c.block_size),
+                model, x, y, gemms, flops, o, report);
+}
+
 }  // namespace
 
 void run_train(const Options& o, Report& report) {
     run_mlp(o, report);
     run_resnet8(o, report, false);
     run_resnet8(o, report, true);
+    run_gpt(o, report);
 }
 
 }  // namespace ember::bench

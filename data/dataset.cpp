@@ -20,6 +20,10 @@ void Dataset::read_batch(const int64_t* indices, int64_t count, float* inputs,
     for (int64_t k = 0; k < count; ++k) labels[k] = read(indices[k], inputs + k * numel);
 }
 
+void Dataset::read_tokens(int64_t, int64_t*, int64_t*) const {
+    EMBER_FAIL("Dataset: read_tokens on a dataset of classification samples (images and labels)");
+}
+
 Example Dataset::get(int64_t i) const {
     check_index(i, "Dataset::get");
     Tensor input = empty(sample_shape());

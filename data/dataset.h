@@ -16,6 +16,15 @@ struct Example {
     int64_t label = 0;
 };
 
+/// What a dataset's samples are.
+enum class SampleKind {
+    /// An f32 input of sample_shape() and an integer class label (read, read_batch).
+    classification,
+    /// Token ids: an i64 input of sample_shape() and an i64 target of the
+    /// same shape, the next token at each position (read_tokens; text.h).
+    tokens,
+};
+
 /// Random access to fixed-shape samples. Implementations must be safe to read
 /// from several threads at once (the loader's workers call read() concurrently)
 /// and must not depend on the order of calls: sample i is a function of i.
@@ -40,6 +49,13 @@ class Dataset {
     /// stored, e.g. 785 for a u8 28x28 image with a u8 label): the loader's
     /// read statistics. 0 for data that is computed, not read.
     virtual int64_t bytes_per_sample() const = 0;
+
+    /// What the samples are: classification (the default) or tokens.
+    virtual SampleKind kind() const { return SampleKind::classification; }
+    /// SampleKind::tokens: sample i's token ids into `input` and its targets
+    /// into `target` (sample_numel() of each). Allocates nothing; the
+    /// default is an Error (a classification dataset has no tokens).
+    virtual void read_tokens(int64_t i, int64_t* input, int64_t* target) const;
 
     /// Sample i as a new tensor (allocates; for inspection and tests).
     Example get(int64_t i) const;

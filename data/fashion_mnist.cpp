@@ -47,6 +47,8 @@ std::string FashionMNIST::default_root() {
 }
 
 FashionMNIST::Files FashionMNIST::load(Split split, const std::string& root) {
+    EMBER_CHECK(split != Split::validation,
+                "FashionMNIST: it has a train and a test split, no validation split");
     const std::string prefix = split == Split::train ? "train" : "t10k";
     const std::string ipath = find_file(root, prefix + "-images-idx3-ubyte");
     const std::string lpath = find_file(root, prefix + "-labels-idx1-ubyte");

@@ -9,8 +9,9 @@
 
 namespace ember::data {
 
-/// Which half of a dataset.
-enum class Split { train, test };
+/// Which part of a dataset: Fashion-MNIST has train and test, a text corpus
+/// train and validation.
+enum class Split { train, test, validation };
 
 /// Fashion-MNIST as a TensorDataset: inputs u8 [N, 1, 28, 28] read as f32 in
 /// [0, 1] (pixel / 255), labels u8 [N] in [0, 10). Both files are read whole

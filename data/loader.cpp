@@ -37,17 +37,18 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // does not hand it out again before the consumer's work on it is done.
 
 // Refuses a staging ring (inputs f32 and targets i64 for `rows` samples of
-// `numel` values, `slots` times) that overflows or exceeds the machine's
-// memory, naming the options to change, before anything is allocated.
-void check_ring_size(int64_t rows, int64_t numel, int slots, const LoaderOptions& o) {
+// `numel` values, `slots` times; tokens: inputs and targets i64 of `numel`)
+// that overflows or exceeds the machine's memory, naming the options to
+// change, before anything is allocated.
+void check_ring_size(int64_t rows, int64_t numel, int slots, bool tokens, const LoaderOptions& o) {
     const auto say = [&] {
         return str("Loader: batch_size ", o.batch_size, " (", rows, " samples per batch) of ",
-                   numel, " f32 values each, in ", slots, " staging slots (prefetch ",
-                   o.prefetch, ")");
+                   numel, tokens ? " tokens" : " f32 values", " each, in ", slots,
+                   " staging slots (prefetch ", o.prefetch, ")");
     };
     int64_t per_row = 0, slot = 0, ring = 0;
-    EMBER_CHECK(!__builtin_mul_overflow(numel, int64_t(4), &per_row) &&
-                    !__builtin_add_overflow(per_row, int64_t(8), &per_row) &&
+    EMBER_CHECK(!__builtin_mul_overflow(numel, int64_t(tokens ? 16 : 4), &per_row) &&
+                    !__builtin_add_overflow(per_row, int64_t(tokens ? 0 : 8), &per_row) &&
                     !__builtin_mul_overflow(per_row, rows, &slot) &&
                     !__builtin_mul_overflow(slot, int64_t(slots), &ring),
                 say(), ": the staging memory's size overflows; lower batch_size");
@@ -152,6 +153,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
     LoaderShared& sh = *shared_;
     sh.dataset = std::move(dataset);
     sh.transforms = std::move(transforms);
+    sh.tokens = sh.dataset->kind() == SampleKind::tokens;
+    EMBER_CHECK(!sh.tokens || sh.transforms.empty(), "Loader: transforms apply to f32 inputs; ",
+                "this dataset's samples are tokens");
     sh.plan = sh.transforms.plan(sh.dataset->sample_shape());
     sh.out_numel = shape_numel(sh.plan.back());
     EMBER_CHECK(sh.out_numel > 0 && shape_numel(sh.plan[0]) > 0, "Loader: samples of shape ",
@@ -163,7 +167,12 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
     sh.total_samples = sh.dataset->size();
     EMBER_CHECK(sh.total_samples >= 0, "Loader: the dataset reports ", sh.total_samples,
                 " samples");
-    sh.num_samples = sh.total_samples / o.world_size;
+    EMBER_CHECK(o.samples_per_epoch >= 0, "Loader: samples_per_epoch must be >= 0, got ",
+                o.samples_per_epoch);
+    const int64_t per_epoch = o.samples_per_epoch > 0
+                                  ? std::min(o.samples_per_epoch, sh.total_samples)
+                                  : sh.total_samples;
+    sh.num_samples = per_epoch / o.world_size;
     sh.rank = o.rank;
     sh.world_size = o.world_size;
     EMBER_CHECK(!o.shuffle || sh.total_samples <= (int64_t(1) << 32), "Loader: cannot shuffle ",
@@ -190,13 +199,13 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Co
     // A batch never holds more than the whole dataset: slots are sized for
     // that many samples, so any batch_size works for a small dataset.
     const int64_t rows = std::max<int64_t>(1, std::min(o.batch_size, sh.num_samples));
-    check_ring_size(rows, sh.out_numel, prefetch_, o);
+    check_ring_size(rows, sh.out_numel, prefetch_, sh.tokens, o);
     Shape in_shape = sh.plan.back();
     in_shape.insert(in_shape.begin(), rows);
     sh.slots.resize(size_t(prefetch_));
     for (Slot& s : sh.slots) {
-        s.input = empty(in_shape, {.dtype = DType::f32, .pinned = pinned_});
-        s.target = empty({rows}, {.dtype = DType::i64, .pinned = pinned_});
+        s.input = empty(in_shape, {.dtype = sh.tokens ? DType::i64 : DType::f32, .pinned = pinned_});
+        s.target = empty(sh.tokens ? in_shape : Shape{rows}, {.dtype = DType::i64, .pinned = pinned_});
     }
     if (threads == 0) sh.caller = make_scratch(sh);
     try {

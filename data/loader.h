@@ -42,6 +42,11 @@ struct LoaderOptions {
     std::optional<bool> pin_memory = std::nullopt;
     /// Where batches are delivered.
     Device device = Device::cpu();
+    /// Samples per epoch: the first samples_per_epoch positions of the
+    /// epoch's order (so, shuffled, a fresh draw from the whole dataset each
+    /// epoch, without repeats); 0 or more than the dataset: all of it. How an
+    /// epoch of a text model is a fixed number of windows.
+    int64_t samples_per_epoch = 0;
     /// Data parallelism: this loader delivers shard `rank` of `world_size`.
     /// Every rank draws the same permutation of the whole dataset (same seed
     /// and epoch) and takes positions rank, rank + world_size, ...; the
@@ -51,9 +56,11 @@ struct LoaderOptions {
     int world_size = 1;
 };
 
-/// One batch: inputs f32 [B, ...sample shape after transforms], targets i64 [B].
-/// On the CPU the tensors are views of a staging slot, which is reused only
-/// once both tensors (and every view of them) are gone.
+/// One batch: inputs f32 [B, ...sample shape after transforms] and targets
+/// i64 [B] (classification), or inputs and targets i64 [B, ...sample shape]
+/// (tokens, SampleKind::tokens). On the CPU the tensors are views of a
+/// staging slot, which is reused only once both tensors (and every view of
+/// them) are gone.
 struct Batch {
     Tensor input;
     Tensor target;

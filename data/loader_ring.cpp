@@ -91,12 +91,24 @@ std::optional<std::string> fill_batch(const LoaderShared& sh, const Claim& c, Sc
     const int64_t start = c.batch * sh.batch_size, count = sh.batch_count(c.batch);
     const int64_t in_numel = shape_numel(sh.plan[0]);
     const Dataset& ds = *sh.dataset;
-    float* inputs = slot.input.data<float>();
-    int64_t* labels = slot.target.data<int64_t>();
     auto failed = [&](int64_t k, const std::exception_ptr& e) {
         return str("Loader: sample ", order[size_t(start + k)], " (position ", start + k,
                    ", batch ", c.batch, " of epoch ", c.epoch, ") failed: ", what_of(e));
     };
+    if (sh.tokens) {  // ids and next ids, straight into the slot
+        int64_t* ids = slot.input.data<int64_t>();
+        int64_t* next = slot.target.data<int64_t>();
+        for (int64_t k = 0; k < count; ++k) {
+            try {
+                ds.read_tokens(order[size_t(start + k)], ids + k * in_numel, next + k * in_numel);
+            } catch (...) {
+                return failed(k, std::current_exception());
+            }
+        }
+        return std::nullopt;
+    }
+    float* inputs = slot.input.data<float>();
+    int64_t* labels = slot.target.data<int64_t>();
 
     if (sh.transforms.empty()) {
         try {
@@ -162,7 +174,7 @@ Batch make_batch(const std::shared_ptr<LoaderShared>& sh, int s, int64_t count) 
     in_shape.insert(in_shape.begin(), count);
     Batch b;
     b.input = wrap(slot.input, in_shape);
-    b.target = wrap(slot.target, {count});
+    b.target = wrap(slot.target, sh->tokens ? in_shape : Shape{count});
     return b;
 }
 

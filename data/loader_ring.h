@@ -20,8 +20,8 @@ using LoaderClock = std::chrono::steady_clock;
 /// One staging buffer of the ring: room for a full batch, allocated once.
 struct Slot {
     enum class State { free, filling, ready, out };
-    Tensor input;   // f32 [batch_size, ...output sample shape]
-    Tensor target;  // i64 [batch_size]
+    Tensor input;   // f32 [batch_size, ...output sample shape]; tokens: i64 [batch_size, ...sample shape]
+    Tensor target;  // i64 [batch_size]; tokens: i64 [batch_size, ...sample shape]
     State state = State::free;
     int64_t batch = -1;       // which batch it holds (filling, ready, out)
     uint64_t generation = 0;  // of the epoch it was claimed for
@@ -49,6 +49,7 @@ struct LoaderShared {
     std::vector<Shape> plan;  // transforms' shapes: plan[0] the dataset's sample, back() the output
     int64_t batch_size = 0, num_samples = 0, num_batches = 0, out_numel = 0;
     int64_t total_samples = 0;  // in the dataset; num_samples: in this rank's shard
+    bool tokens = false;        // SampleKind::tokens: i64 inputs and targets of the sample's shape
     uint64_t seed = 0;
     bool shuffle = true;
     int rank = 0, world_size = 1;  // this loader's shard: positions rank, rank + world_size, ...

@@ -20,6 +20,11 @@ int64_t Subset::read(int64_t i, float* out) const {
     return base_->read(offset_ + i, out);
 }
 
+void Subset::read_tokens(int64_t i, int64_t* input, int64_t* target) const {
+    check_index(i, "Subset");
+    base_->read_tokens(offset_ + i, input, target);
+}
+
 void Subset::read_batch(const int64_t* indices, int64_t count, float* inputs,
                         int64_t* labels) const {
     for (int64_t k = 0; k < count; ++k) check_index(indices[k], "Subset");

@@ -18,6 +18,8 @@ class Subset : public data::Dataset {
     void read_batch(const int64_t* indices, int64_t count, float* inputs,
                     int64_t* labels) const override;
     int64_t bytes_per_sample() const override { return base_->bytes_per_sample(); }
+    SampleKind kind() const override { return base_->kind(); }
+    void read_tokens(int64_t i, int64_t* input, int64_t* target) const override;
 
   private:
     std::shared_ptr<const data::Dataset> base_;

@@ -24,6 +24,8 @@
 #include "data/loader.h"
 #include "data/mmap_dataset.h"
 #include "data/subset.h"
+#include "data/text.h"
+#include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "dist/ddp.h"
 #include "data/transforms.h"

@@ -3,6 +3,7 @@
 // here has no gradient. Most code wants ember/ember.h's differentiable ops.
 #pragma once
 
+#include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/copy.h"
 #include "kernels/dropout.h"

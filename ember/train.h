@@ -7,6 +7,7 @@
 #include "ember/ember.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/generate.h"
 #include "train/recipe.h"
 #include "train/run.h"
 #include "train/task.h"

@@ -7,6 +7,7 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/models.h"
+#include "nn/transformer.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
 #include "nn/serialize.h"

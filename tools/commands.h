@@ -3,7 +3,20 @@
 
 #include <string>
 
+#include "train/generate.h"
+
+namespace CLI {
+class App;
+}
+
 namespace ember::cli {
+
+/// The options of `ember generate`.
+struct GenerateConfig {
+    std::string run_dir, weights, prompt;
+    std::string device = "auto";
+    train::SampleOptions options;
+};
 
 /// `ember info`: version, build options, CPU, CUDA devices and library versions.
 int run_info();
@@ -11,5 +24,8 @@ int run_info();
 int run_demo();
 /// `ember plot RUN_DIR`: writes RUN_DIR/curves.svg from RUN_DIR/metrics.jsonl, prints its path.
 int run_plot(const std::string& run_dir);
+/// `ember generate`: its flags, and the text of a trained gpt streamed to stdout.
+void add_generate_options(CLI::App& app, GenerateConfig& c);
+int run_generate(const GenerateConfig& c);
 
 }  // namespace ember::cli

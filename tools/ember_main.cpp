@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
     CLI::App* plot = app.add_subcommand(
         "plot", "Redraw a training run's curves: RUN_DIR/curves.svg from RUN_DIR/metrics.jsonl");
     std::string plot_dir;
+    CLI::App* generate = app.add_subcommand(
+        "generate", "Text from a trained gpt: ember generate RUN_DIR [--prompt TEXT] [--tokens N]");
+    ember::cli::GenerateConfig gconf;
+    ember::cli::add_generate_options(*generate, gconf);
     plot->add_option("RUN_DIR", plot_dir, "The run directory that `ember train` wrote")->required();
     try {
         // `ember train --config FILE` (or --resume's config.toml) read in, flags after it.
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
         if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
         if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
         if (app.got_subcommand("plot")) return ember::cli::run_plot(plot_dir);
+        if (app.got_subcommand("generate")) return ember::cli::run_generate(gconf);
         if (app.got_subcommand("lr-find")) return ember::train::run_lr_find(*lr_find, lconf);
         if (app.got_subcommand("max-batch")) return ember::train::run_max_batch(*max_batch, mconf);
     } catch (const ember::Error& e) {

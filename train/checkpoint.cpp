@@ -72,7 +72,11 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
     fs::create_directories(fs::path(checkpoint_path(run_dir)).parent_path(), ec);
     EMBER_CHECK(!ec, "cannot create ", fs::path(checkpoint_path(run_dir)).parent_path().string(),
                 ": ", ec.message());
-    nn::save_safetensors(checkpoint_path(run_dir), tensors, {{kKey, meta.dump()}});
+    // The task's own metadata (a text model's shape and tokenizer) too, so
+    // that the checkpoint is as self-describing as the weights files.
+    std::map<std::string, std::string> file_meta = run.task.metadata;
+    file_meta[kKey] = meta.dump();
+    nn::save_safetensors(checkpoint_path(run_dir), tensors, file_meta);
 }
 
 bool improves(Metric metric, const Evaluation& e, const std::optional<double>& best) {

@@ -39,6 +39,11 @@ const std::vector<std::string>& memory_format_names() {
     return names;
 }
 
+const std::vector<std::string>& tokenizer_names() {
+    static const std::vector<std::string> names = {"char", "byte"};
+    return names;
+}
+
 std::string joined(const std::vector<std::string>& names) {
     std::string s;
     for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -61,6 +66,9 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(c.epochs >= 1, "--epochs must be >= 1, got ", c.epochs);
     EMBER_CHECK(c.batch_size >= 1, "--batch-size must be >= 1, got ", c.batch_size);
     EMBER_CHECK(c.accumulate >= 1, "--accumulate must be >= 1, got ", c.accumulate);
+    EMBER_CHECK(one_of(c.tokenizer, tokenizer_names()), "--tokenizer: '", c.tokenizer,
+                "' is not one of ", joined(tokenizer_names()));
+    EMBER_CHECK(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1), got ", c.dropout);
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }
 
@@ -68,8 +76,8 @@ const Recipe& recipe_of(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.model, recipe_names()), "--model: '", c.model, "' is not one of ",
                 joined(recipe_names()));
     const Recipe& r = recipe(c.model);
-    EMBER_CHECK(one_of(c.data, r.datasets), "--data: '", c.data, "' is not one of ",
-                joined(r.datasets), " (the datasets of ", c.model, ")");
+    EMBER_CHECK(one_of(c.data, r.datasets) || (r.data_paths && !c.data.empty()), "--data: '",
+                c.data, "' is not one of ", joined(r.datasets), " (the datasets of ", c.model, ")");
     return r;
 }
 

@@ -34,6 +34,13 @@ struct TrainConfig {
     double clip_grad = 0;                   ///< max global gradient norm; 0: off
     bool checkpoint_activations = false;
     std::string memory_format = "contiguous";  ///< contiguous | channels_last
+    // ---- Text models (gpt) ----
+    int64_t layers = 4;                     ///< transformer blocks
+    int64_t heads = 4;                      ///< attention heads per block
+    int64_t embd = 128;                     ///< model width (a multiple of heads)
+    int64_t block = 128;                    ///< context length in tokens
+    double dropout = 0;                     ///< attention and residual dropout
+    std::string tokenizer = "char";         ///< char | byte
     uint64_t seed = 0;
     bool deterministic = false;
     bool sync_debug = false;
@@ -57,6 +64,7 @@ const std::vector<std::string>& optimizer_names();
 const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& amp_names();
 const std::vector<std::string>& memory_format_names();
+const std::vector<std::string>& tokenizer_names();
 /// "a, b, c": for messages and help.
 std::string joined(const std::vector<std::string>& names);
 

@@ -117,6 +117,8 @@ Outcome fit(Run& run, const FitOptions& options) {
             dir = prepare_run_dir(run, now);
             if (!options.config_toml.empty())
                 write_file_atomic((fs::path(dir) / "config.toml").string(), options.config_toml);
+            for (const auto& [name, content] : run.task.files)
+                write_file_atomic((fs::path(dir) / name).string(), content);
         } catch (const Error& e) {
             if (!run.comm) throw;
             failure = e.what();

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -92,7 +93,12 @@ void MetricsLog::epoch(const EpochRecord& r) {
               {"world_size", r.world_size}};
     if (r.eval) {
         j["test_loss"] = r.eval->loss;
-        if (r.eval->accuracy >= 0) j["test_acc"] = r.eval->accuracy;
+        if (r.eval->accuracy >= 0) {
+            j["test_acc"] = r.eval->accuracy;
+        } else {  // a language model: the same loss as perplexity and bits per token
+            j["test_perplexity"] = std::exp(r.eval->loss);
+            j["test_bits_per_token"] = r.eval->loss / std::log(2.0);
+        }
     }
     write(j.dump());
 }
@@ -159,6 +165,9 @@ void Progress::end_epoch(const EpochRecord& r) {
         std::printf(", %s loss %.4f", task_.eval_split.c_str(), r.eval->loss);
         if (r.eval->accuracy >= 0)
             std::printf(", %s accuracy %.2f%%", task_.eval_split.c_str(), 100 * r.eval->accuracy);
+        if (!task_.token_name.empty())
+            std::printf(" (perplexity %.3f, %.3f bits/%s)", std::exp(r.eval->loss),
+                        r.eval->loss / std::log(2.0), task_.token_name.c_str());
     }
     std::printf(", %.1f s, %.0f samples/s, data wait %.1f%%\n", r.epoch_time_s, r.samples_per_s,
                 100 * r.data_wait);

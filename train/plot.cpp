@@ -179,17 +179,23 @@ std::vector<LineChart> curves_charts(const Metrics& all, const std::string& run_
     per_step.color = "#0072B2", per_step.stroke = 1.2;
     Series& train = loss_chart.add("train (epoch mean)", epoch_step, train_loss);
     train.color = "#56B4E9", train.markers = true;
-    Series& test = loss_chart.add("test (end of epoch)", epoch_step, test_loss);
+    // A run without accuracies (a language model) evaluates a validation split.
+    bool any_acc = false;
+    for (double a : test_acc) any_acc |= std::isfinite(a);
+    Series& test = loss_chart.add(any_acc || test_acc.empty() ? "test (end of epoch)"
+                                                              : "validation (end of epoch)",
+                                  epoch_step, test_loss);
     test.color = "#D55E00", test.markers = true;
+
+    lr_chart.title = "learning rate";
+    lr_chart.y.label = "lr";
+    lr_chart.add("learning rate", step, lr).color = "#CC79A7";
+    if (!any_acc && !test_acc.empty()) return {loss_chart, lr_chart};
 
     acc_chart.title = "test accuracy" + last_and_best(epoch_step, test_acc);
     acc_chart.y.label = "accuracy";
     Series& acc = acc_chart.add("test accuracy", epoch_step, test_acc);
     acc.color = "#009E73", acc.markers = true;
-
-    lr_chart.title = "learning rate";
-    lr_chart.y.label = "lr";
-    lr_chart.add("learning rate", step, lr).color = "#CC79A7";
     return {loss_chart, acc_chart, lr_chart};
 }
 

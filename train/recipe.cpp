@@ -7,7 +7,7 @@
 namespace ember::train {
 
 const std::vector<Recipe>& recipes() {
-    static const std::vector<Recipe> all = {mlp_recipe(), resnet8_recipe()};
+    static const std::vector<Recipe> all = {mlp_recipe(), resnet8_recipe(), gpt_recipe()};
     return all;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,20 @@ struct Recipe {
     double adamw_lr = 3e-3;
     /// The names `data` accepts; the first is the default.
     std::vector<std::string> datasets;
+    /// Whether `data` may also be a path (a file or a directory) instead.
+    bool data_paths = false;
     /// The task of `c` on the CPU: its data (the training split cut to
     /// c.limit) and its model, initialized from the default generator.
     std::function<Task(const TrainConfig& c)> make_task;
-    /// A batch of `n` random samples shaped as the task's (input and target)
+    /// The settings a weights file of this recipe records (its metadata:
+    /// the model's shape, the data), applied to `c` for `ember eval`. Unset:
+    /// nothing recorded beyond the model's name.
+    std::function<void(TrainConfig& c, const std::map<std::string, std::string>& metadata)>
+        from_metadata;
+    /// A batch of `n` random samples shaped as `task`'s (input and target)
     /// on `device`, for `ember max-batch`.
-    std::function<data::Batch(const TrainConfig& c, int64_t n, Device device)> example_batch;
+    std::function<data::Batch(const Task& task, const TrainConfig& c, int64_t n, Device device)>
+        example_batch;
 };
 
 /// Every recipe, in the order --help lists them.

@@ -86,7 +86,9 @@ Run build_run(const TrainConfig& c, const std::function<Task()>& make_task) {
     r.loader = std::make_unique<data::Loader>(
         r.task.train_data,
         data::LoaderOptions{.batch_size = c.batch_size, .seed = c.seed, .workers = c.workers,
-                            .device = r.device, .rank = r.comm ? r.comm->rank() : 0,
+                            .device = r.device,
+                            .samples_per_epoch = r.task.samples_per_epoch,
+                            .rank = r.comm ? r.comm->rank() : 0,
                             .world_size = r.world_size()},
         r.task.train_transforms);
     r.batches_per_epoch = r.loader->size();

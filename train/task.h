@@ -54,12 +54,21 @@ struct Task {
     Metric metric = Metric::accuracy;
     /// Samples per batch of an evaluation.
     int64_t eval_batch_size = 1000;
+    /// Samples an epoch draws from the training data (a fresh draw each
+    /// epoch, data::LoaderOptions::samples_per_epoch); 0: all of them.
+    int64_t samples_per_epoch = 0;
     /// How the start table names the data ("Fashion-MNIST"), its held-out
     /// split ("test") and a sample ("samples").
     std::string data_name = "data", eval_split = "test", sample_noun = "samples";
+    /// Text models: what a token is ("char", "byte"), for the bits per token
+    /// reported beside the loss; empty otherwise.
+    std::string token_name;
     /// Extra string metadata of the weights files (a tokenizer, the model's
     /// shape), beside "ember.model".
     std::map<std::string, std::string> metadata;
+    /// Files written into the run directory when it is made (name → content:
+    /// tokenizer.json).
+    std::map<std::string, std::string> files;
 };
 
 /// task.forward, or its default.

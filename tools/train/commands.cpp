@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "nn/safetensors.h"
 #include "tools/train/options.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
@@ -78,12 +79,27 @@ int run_eval(const EvalConfig& c) {
                     joined(recipe_names()), ")");
         model = *recorded;
     }
-    TrainConfig t = recipe(model).defaults;
+    const Recipe& r = recipe(model);
+    TrainConfig t = r.defaults;
     t.device = c.device;
     t.data_dir = c.data_dir;
+    const nn::TensorFile file = nn::load_safetensors(c.weights);
+    if (r.from_metadata) {
+        try {
+            r.from_metadata(t, file.metadata);
+        } catch (const Error& e) {
+            EMBER_FAIL("eval: ", c.weights, ": ", e.what());
+        }
+    }
     validate(t);
     const Device device = resolve_device(t);
     Task task = recipe_of(t).make_task(t);
+    // A text model's tokens must mean what they meant in training.
+    for (const auto& [key, value] : task.metadata)
+        if (key == "ember.tokenizer" && file.metadata.count(key))
+            EMBER_CHECK(file.metadata.at(key) == value, "eval: ", c.weights,
+                        " was trained with another tokenizer than the data's (",
+                        task.data_name, ")");
     load_weights(*task.model, c.weights);
     task.model->to(device);
     const Evaluation e = evaluate(task, device, c.amp, c.workers);

@@ -147,7 +147,7 @@ bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
     try {
         reset_peak_memory_stats(device);
         const size_t before = memory_stats(device).allocated_bytes;
-        const data::Batch b = recipe.example_batch(t, batch, device);
+        const data::Batch b = recipe.example_batch(task, t, batch, device);
         Tensor loss;
         {
             amp::autocast ac(t.amp == "f16" ? DType::f16 : DType::bf16, t.amp != "off");

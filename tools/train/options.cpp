@@ -47,7 +47,7 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--data", c.data,
                    "Dataset: the model's (default: its first) — mlp and resnet8: fashion-mnist, "
                    "or synthetic (seeded Fashion-MNIST-shaped samples, no files: for smoke "
-                   "tests and GPU benchmarks)")
+                   "tests and GPU benchmarks); gpt: fortunes, or a text file or directory")
         ->capture_default_str();
     app.add_option("--data-dir", c.data_dir,
                    "Folder with the dataset's files (default: $EMBER_DATA/fashion-mnist, else the "
@@ -95,6 +95,25 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Layout of the image batches and activations: contiguous (NCHW) or "
                    "channels_last (NHWC: resnet8's faster layout on the CPU)")
         ->check(CLI::IsMember(memory_format_names()))
+        ->capture_default_str();
+    app.add_option("--layers", c.layers, "gpt: transformer blocks")
+        ->check(CLI::Range(int64_t(1), int64_t(1024)))
+        ->capture_default_str();
+    app.add_option("--heads", c.heads, "gpt: attention heads per block")
+        ->check(CLI::Range(int64_t(1), int64_t(1024)))
+        ->capture_default_str();
+    app.add_option("--embd", c.embd, "gpt: model width (a multiple of --heads)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+        ->capture_default_str();
+    app.add_option("--block", c.block, "gpt: context length in tokens")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->capture_default_str();
+    app.add_option("--dropout", c.dropout, "gpt: dropout of attention and residuals")
+        ->check(CLI::Range(0.0, 0.99))
+        ->capture_default_str();
+    app.add_option("--tokenizer", c.tokenizer,
+                   "gpt: char (the corpus's characters) or byte (any bytes, 256 tokens)")
+        ->check(CLI::IsMember(tokenizer_names()))
         ->capture_default_str();
     app.add_option("--seed", c.seed, "Seed of the weights, the shuffle and the augmentation")
         ->capture_default_str();

@@ -55,7 +55,7 @@ void set_image_data(Task& task, const TrainConfig& c, data::Compose augment) {
     task.memory_format = effective_memory_format(c);
 }
 
-data::Batch random_image_batch(const TrainConfig& c, int64_t n, Device device) {
+data::Batch random_image_batch(const Task&, const TrainConfig&, int64_t n, Device device) {
     data::Batch b;
     b.input = randn({n, 1, 28, 28}, {DType::f32, device});
     b.target = randint(0, 10, {n}, {DType::i64, device});

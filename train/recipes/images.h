@@ -20,6 +20,6 @@ std::vector<std::string> image_datasets();
 void set_image_data(Task& task, const TrainConfig& c, data::Compose augment);
 
 /// A batch of n standard normal 1×28×28 images and random classes on `device`.
-data::Batch random_image_batch(const TrainConfig& c, int64_t n, Device device);
+data::Batch random_image_batch(const Task& task, const TrainConfig& c, int64_t n, Device device);
 
 }  // namespace ember::train
