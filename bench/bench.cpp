@@ -20,6 +20,7 @@ void run_copy(const Options&, Report&);
 void run_elementwise(const Options&, Report&);
 void run_reduce(const Options&, Report&);
 void run_softmax(const Options&, Report&);
+void run_attention(const Options&, Report&);
 void run_nn(const Options&, Report&);
 void run_matmul(const Options&, Report&);
 void run_conv(const Options&, Report&);
@@ -34,13 +35,15 @@ const std::vector<Family>& families() {
         {"elementwise", "binary and unary elementwise ops", run_elementwise},
         {"reduce", "sum, mean, max, var over rows and columns", run_reduce},
         {"softmax", "softmax and log_softmax over the last dim", run_softmax},
+        {"attention", "scaled dot-product attention: the fused CPU kernel beside the composite ops",
+         run_attention},
         {"nn", "norms, cross-entropy, pooling, embedding and dropout, forward and backward",
          run_nn},
         {"matmul", "matmul against Eigen on the same buffers", run_matmul},
         {"conv", "conv2d on ResNet-like shapes", run_conv},
         {"loader", "data loader on Fashion-MNIST: workers, trainer wait", run_loader},
         {"optim", "fused optimizer steps over 10M and 100M parameters", run_optim},
-        {"train", "one training step of mlp and resnet8 vs its GEMMs alone", run_train},
+        {"train", "one training step of mlp, resnet8 and gpt vs its GEMMs alone", run_train},
         {"allreduce", "all-reduce bus bandwidth and DDP in backward (run under mpirun)",
          run_allreduce},
     };
@@ -161,6 +164,8 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--warmup", o.warmup, "Untimed runs first")->check(CLI::Range(0, 100));
     app.add_flag("--json", o.json, "Print JSON instead of a table");
     app.add_flag("--quick", o.quick, "Small shapes (a smoke test, not a measurement)");
+    app.add_option("--model", o.model,
+                   "train family: only this model (mlp, resnet8, resnet8_channels_last, gpt)");
     app.add_flag("--breakdown", o.breakdown,
                  "train: the step's time op by op (each conv and GEMM against the GEMM peak)");
     app.add_option("--device", o.device,

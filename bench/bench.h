@@ -25,6 +25,7 @@ struct Options {
     bool json = false;
     bool quick = false;          // smaller shapes, for smoke tests
     bool breakdown = false;      // train family: each op's share of the step too
+    std::string model;           // train family: only this model's rows ("": all)
     std::string device = "cpu";  // allreduce family: cpu (MPI) or cuda (NCCL)
 };
 

@@ -5,7 +5,9 @@ Run it with a Python that has PyTorch 2.x (it installs nothing; the standard
 library and torch are all it uses), from any directory:
 
     python3 bench/compare_pytorch.py train --model mlp --epochs 5
+    python3 bench/compare_pytorch.py train --model gpt --seed 1
     python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
+    python3 bench/compare_pytorch.py step --model gpt --rounds 5
     python3 bench/compare_pytorch.py step --model resnet8 --device cuda [--amp bf16]
     python3 bench/compare_pytorch.py convs --rounds 3
 
@@ -55,6 +57,15 @@ unless --no-compile. ember's share of time waiting for its loader is
 printed: above a few percent, its number is the loader's, not the step's
 (raise --workers).
 
+--model gpt: `ember train --model gpt` with its defaults (fortunes, character
+tokens, 4 blocks of 4 heads, width 128, context 256, batch 16, AdamW with
+OneCycle, gradients clipped at 1) beside the mirror in bench/torch_gpt.py (the
+same text, split, windows per epoch, model, initialization scheme and
+schedule); the validation loss per token after each epoch compared instead of
+an accuracy. step: `ember bench train`'s gpt step (batch 16 x 256, 4 x 32 with
+--quick) beside PyTorch's eager (F.scaled_dot_product_attention) and
+torch.compile.
+
 convs: each pass (forward, grad_input, grad_weight) of each of resnet8's
 convolutions at batch 128, timed alone: ember's NCHW and channels-last
 kernels (`ember bench conv --json`) beside PyTorch's on NCHW and
@@ -70,7 +81,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MEAN, STD = 0.2860, 0.3530                       # Fashion-MNIST's training-set statistics
-BENCH_BATCH = {"mlp": (256, 32), "resnet8": (128, 8)}  # `ember bench train` (normal, --quick)
+BENCH_BATCH = {"mlp": (256, 32), "resnet8": (128, 8), "gpt": (16, 4)}  # `ember bench train` (normal, --quick)
+GPT = {"vocab": 113, "layers": 4, "heads": 4, "embd": 128}  # `ember bench train`'s gpt (bench/train.cpp)
 PARAMS = {"mlp": 535818, "resnet8": 77754}            # nn/models.h
 
 
@@ -319,7 +331,55 @@ def summarize(epochs, rss):
 
 # ---- The two modes ----
 
+def gpt_train_mode(a):
+    """train --model gpt: ember's default gpt run beside bench/torch_gpt.py's mirror."""
+    load = OtherLoad()
+    with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
+        cmd = [a.ember, "train", "--model", "gpt", "--threads", a.threads, "--seed", a.seed,
+               *device_args(a), "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
+        cmd += ["--epochs", a.epochs] if a.epochs else []
+        cmd += ["--limit", a.limit] if a.limit else []
+        cmd += ["--data-dir", a.data_dir] if a.data_dir else []
+        ember_out, ember_rss = run_child(cmd)
+        with open(os.path.join(tmp, "run", "config.toml")) as f:
+            conf = dict(re.findall(r'^([a-z-]+)=\"?([^"\n]*)\"?$', f.read(), re.M))
+        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    ember = summarize([r for r in records if r.get("kind") == "epoch"], ember_rss)
+    m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", ember_out)
+    cfg = {"model": "gpt", "epochs": int(conf["epochs"]), "batch": int(conf["batch-size"]),
+           "limit": int(conf["limit"]), "threads": a.threads, "seed": a.seed, "data_dir": a.data_dir,
+           "amp": a.amp, "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
+           **{k: int(conf[k]) for k in ("layers", "heads", "embd", "block")}}
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    out, torch_rss = run_child([sys.executable, __file__, "_torch_worker", json.dumps(cfg)], env)
+    worker = json.loads(out.strip().splitlines()[-1])
+    torch_res = summarize(worker["epochs"], torch_rss)
+    ratio, busy = ember["samples_per_s_mean"] / torch_res["samples_per_s_mean"], load.cpus()
+    diff = ember["epochs"][-1]["test_loss"] - torch_res["epochs"][-1]["test_loss"]
+    res = {"mode": "train", "config": cfg, "torch": worker["torch"], "ember": ember, "pytorch": torch_res,
+           "ember_over_pytorch_samples_per_s": ratio, "validation_loss_difference": diff,
+           "other_busy_cpus": busy}
+    if a.json:
+        return print(json.dumps(res, indent=2))
+    print(f"train: gpt ({worker['params']} parameters), {cfg['epochs']} epoch(s) of "
+          f"{cfg['limit'] or 8192} windows, batch {cfg['batch']}, {a.threads} threads, seed {a.seed}, "
+          f"{precision(a)}")
+    print(info_line(worker["torch"]))
+    print(f"\n{'':34}{'ember':>12}{'PyTorch':>12}")
+    for e, t in zip(ember["epochs"], torch_res["epochs"]):
+        print(f"{'validation loss, epoch ' + str(e['epoch'] + 1):34}{e['test_loss']:>12.4f}{t['test_loss']:>12.4f}")
+    for label, key, fmt in (("windows/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
+                            ("epoch time (s), mean", "epoch_time_s_mean", "{:.1f}"),
+                            ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}")):
+        print(f"{label:34}{fmt.format(ember[key]):>12}{fmt.format(torch_res[key]):>12}")
+    print(f"\nvalidation loss, ember - PyTorch: {diff:+.4f}; ember / PyTorch windows/s: {ratio:.2f}x"
+          f"{load_line(busy)}")
+
+
 def train_mode(a):
+    if a.model == "gpt":
+        return gpt_train_mode(a)
     data_dir, load = a.data_dir or default_data_dir(), OtherLoad()
     with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
         cmd = [a.ember, "train", "--model", a.model, "--epochs", a.epochs, "--batch-size", a.batch_size,
@@ -376,6 +436,11 @@ def step_mode(a):
     if batch not in (normal, quick):
         sys.exit(f"step: `ember bench train` times {a.model} at batch {normal} (or {quick}, --quick) only")
     torch.set_num_threads(a.threads)
+    if a.model == "gpt":
+        import torch_gpt
+        cfg = {**GPT, "batch": batch, "block": 256 if batch == normal else 32}
+        variants, unavailable = torch_gpt.step_variants(torch, cfg, a.no_compile, a.warmup)
+        return time_steps(a, batch, quick, variants, unavailable)
     torch.manual_seed(1)
     x = torch.randn(batch, 784) if a.model == "mlp" else torch.randn(batch, 1, 28, 28)
     y = torch.randint(0, 10, (batch,))
@@ -406,9 +471,15 @@ def step_mode(a):
             variants["compile"] = variant(compiled=True)
         except Exception as e:  # no compiler, an unsupported op, ...
             unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
+    return time_steps(a, batch, quick, variants, unavailable)
+
+
+def time_steps(a, batch, quick, variants, unavailable):
+    """Rounds of `ember bench train` interleaved with the PyTorch variants' steps; the table."""
     env, load = dict(os.environ, OMP_NUM_THREADS=str(a.threads)), OtherLoad()
     # `ember bench train` times both models; its threads are OpenMP's default, set by the environment.
     cmd = [a.ember, "bench", "train", "--json", "--repeats", a.repeats, "--warmup", a.warmup]
+    cmd += ["--model", a.model] if a.model == "gpt" else []  # (resnet8's rows: both layouts)
     cmd += ["--quick"] if batch == quick else []
     # ember's variants: its default step, and for resnet8 the step on a channels-last batch.
     ember_rows = {"ember": f"{a.model} step"}
@@ -636,14 +707,18 @@ def convs_mode(a):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "_torch_worker":  # the child of `train`
         cfg = json.loads(sys.argv[2])
-        result = torch_train(cfg)
+        if cfg["model"] == "gpt":
+            import torch_gpt
+            result = torch_gpt.train(cfg, fused_adamw)
+        else:
+            result = torch_train(cfg)
         print(json.dumps({**result, "torch": torch_info(cfg.get("device", "cpu").split(":")[0])}))
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="mode", required=True)
     for name in ("train", "step"):
         s = sub.add_parser(name)
-        s.add_argument("--model", choices=["mlp", "resnet8"], default="mlp")
+        s.add_argument("--model", choices=["mlp", "resnet8", "gpt"], default="mlp")
         s.add_argument("--threads", type=int, default=2, help="OpenMP threads of both engines")
         s.add_argument("--ember", default=str(REPO / "build/release/tools/ember"), help="the ember binary")
         s.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -653,9 +728,10 @@ def main():
         s.add_argument("--workers", type=int, help="ember's loader threads (default: ember train's; "
                                                    "step --device cuda: 4)")
     t = sub.choices["train"]
-    t.add_argument("--epochs", type=int, default=5)
+    t.add_argument("--epochs", type=int, help="default: 5; gpt: ember's default")
     t.add_argument("--batch-size", type=int, default=128)
-    t.add_argument("--limit", type=int, default=0, help="train on the first N samples (0: all)")
+    t.add_argument("--limit", type=int, default=0,
+                   help="train on the first N samples (0: all); gpt: windows per epoch (0: ember's)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--memory-format", choices=["contiguous", "channels_last"], default="contiguous",
                    help="layout of the batches in both engines (ember train --memory-format; "
@@ -680,6 +756,8 @@ def main():
         if not os.access(a.ember, os.X_OK):
             sys.exit(f"{a.ember}: no ember binary there; build it or pass --ember")
         return convs_mode(a)
+    if a.mode == "train" and a.model != "gpt":
+        a.epochs = a.epochs or 5
     if a.mode == "step":
         a.repeats = a.repeats or (50 if a.device == "cuda" else 7)
         if a.device == "cuda" and a.workers is None:

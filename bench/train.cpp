@@ -204,11 +204,11 @@ void run_resnet8(const Options& o, Report& report, bool channels_last) {
 }
 
 // The default gpt of `ember train` (4 blocks, 4 heads, width 128, context
-// 128, 113 tokens: fortunes' characters) at batch 32; the GEMMs alone are
+// 256, 113 tokens: fortunes' characters) at batch 16; the GEMMs alone are
 // its linear layers' (attention is the fused kernel's, not a GEMM).
 void run_gpt(const Options& o, Report& report) {
-    const int64_t batch = o.quick ? 4 : 32, vocab = 113;
-    const nn::GPTConfig c{.vocab_size = vocab, .block_size = o.quick ? 32 : 128, .layers = 4,
+    const int64_t batch = o.quick ? 4 : 16, vocab = 113;
+    const nn::GPTConfig c{.vocab_size = vocab, .block_size = o.quick ? 32 : 256, .layers = 4,
                           .heads = 4, .embd = 128};
     manual_seed(3);
     nn::GPT model(c);
@@ -243,10 +243,15 @@ void run_gpt(const Options& o, Report& report) {
 }  // namespace
 
 void run_train(const Options& o, Report& report) {
-    run_mlp(o, report);
-    run_resnet8(o, report, false);
-    run_resnet8(o, report, true);
-    run_gpt(o, report);
+    const auto wanted = [&](const char* name) { return o.model.empty() || o.model == name; };
+    EMBER_CHECK(o.model.empty() || wanted("mlp") || wanted("resnet8") ||
+                    wanted("resnet8_channels_last") || wanted("gpt"),
+                "bench train: unknown --model '", o.model,
+                "' (mlp, resnet8, resnet8_channels_last, gpt)");
+    if (wanted("mlp")) run_mlp(o, report);
+    if (wanted("resnet8")) run_resnet8(o, report, false);
+    if (wanted("resnet8_channels_last")) run_resnet8(o, report, true);
+    if (wanted("gpt")) run_gpt(o, report);
 }
 
 }  // namespace ember::bench

@@ -102,17 +102,19 @@ bool lt_rows(const Tensor& t) {
     return (t.size(1) <= 1 || t.stride(1) == 1) && (t.size(0) <= 1 || t.stride(0) >= t.size(1));
 }
 
-// linear on CUDA with the bias and the activation in cuBLASLt's epilogue
-// (kernels/cuda/linear.h): x's rows as one [R, in] matrix, f32/f16/bf16;
-// for gelu_tanh with `pre`, *pre receives the pre-activation (rows padded
-// to a multiple of 8, cuBLASLt's rule). An undefined Tensor where that does not apply or
-// cuBLASLt offers no algorithm: the caller takes the plain path (bias copied
-// into out, GEMM accumulating onto it). A bias-free linear with nothing to
-// fuse takes the plain path directly.
+// linear with the bias and the activation in the GEMM's epilogue: on CUDA
+// cuBLASLt's (kernels/cuda/linear.h; f32/f16/bf16), on the CPU ember's own
+// GEMM's (kernels/cpu/gemm.cpp; f32, the same bits as the plain path). x's
+// rows as one [R, in] matrix; for gelu_tanh with `pre`, *pre receives the
+// pre-activation (rows padded to a multiple of 8, cuBLASLt's rule). An
+// undefined Tensor where that does not apply or the backend has no kernel
+// for it: the caller takes the plain path (bias copied into out, GEMM
+// accumulating onto it, the activation after). A bias-free linear with
+// nothing to fuse takes the plain path directly.
 Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, LinearActivation act,
                        const char* op, Tensor* pre = nullptr) {
-    if (!x.device().is_cuda() || (!bias.defined() && act == LinearActivation::none) ||
-        x.dtype() == DType::f64 || w.size(1) == 0)
+    if ((!bias.defined() && act == LinearActivation::none) || x.dtype() == DType::f64 ||
+        w.size(1) == 0)
         return Tensor();
     const int64_t in = w.size(1), out_f = w.size(0);
     const std::optional<Tensor> x2 = views::try_view(x, {-1, in});
@@ -131,7 +133,7 @@ Tensor epilogue_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Lin
                va = aux.defined() ? view_of(aux, op) : View{};
     bool ran = false;
     dispatch({op, x.device(), {&out, &aux, &x, &w, &b}, 2.0 * double(out.numel()) * double(in)},
-             no_kernel,
+             [&] { ran = cpu::linear_forward(o, vx, vw, vb, act, va); },
              [&](auto stream) { ran = cuda::linear_forward(o, vx, vw, vb, act, va, stream); });
     if (!ran) return Tensor();
     if (pre != nullptr) *pre = x.dim() == 1 ? views::squeeze(aux, 0) : views::view(aux, shape);

@@ -38,7 +38,7 @@ struct TrainConfig {
     int64_t layers = 4;                     ///< transformer blocks
     int64_t heads = 4;                      ///< attention heads per block
     int64_t embd = 128;                     ///< model width (a multiple of heads)
-    int64_t block = 128;                    ///< context length in tokens
+    int64_t block = 256;                    ///< context length in tokens
     double dropout = 0;                     ///< attention and residual dropout
     std::string tokenizer = "char";         ///< char | byte
     uint64_t seed = 0;

@@ -34,6 +34,7 @@
 
 #include "core/error.h"
 #include "kernels/math.h"
+#include "kernels/cpu/transpose16.h"
 #include "kernels/random_math.h"
 
 namespace ember::kernels::cpu {
@@ -41,9 +42,9 @@ namespace ember::kernels::cpu {
 namespace {
 
 constexpr int64_t kTileRows = 64;  // query rows per tile
-constexpr int64_t kTileKeys = 64;  // keys per tile
-constexpr int kRegRows = 4;        // rows of a register tile
-constexpr int kRegVecs = 4;        // vectors of a register tile
+constexpr int64_t kTileKeys = 128;  // keys per tile
+constexpr int kRegRows = 8;        // rows of a register tile, at most
+constexpr int kRegVecs = 4;        // vectors of a register tile, at most
 
 template <class A>
 struct Simd;
@@ -71,22 +72,22 @@ void vstore(A* p, typename Simd<A>::vec v) {
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-// c[r][j] (= or +=) Σ_k a(r, k) · b[k][j] for r < R and j < V vectors, where
-// a(r, k) = a[r·ars + k·acs] is broadcast and row k of b starts at b + k·ldb:
-// per k, V vector loads and R broadcasts for R·V FMAs.
+// c[r][j] (= or +=) Σ_k a(r, k) · b[k][j] for r < R, j < V vectors and k in
+// [k0, k1), where a(r, k) = a[r·ars + k·acs] is broadcast and row k of b
+// starts at b + k·ldb: per k, V vector loads and R broadcasts for R·V FMAs.
 template <class A, int R, int V>
-void reg_tile(const A* a, int64_t ars, int64_t acs, const A* b, int64_t ldb, int64_t kn, A* c,
-              int64_t ldc, bool accumulate) {
+void reg_tile(const A* a, int64_t ars, int64_t acs, const A* b, int64_t ldb, int64_t k0,
+              int64_t k1, A* c, int64_t ldc, bool accumulate) {
     using vec = typename Simd<A>::vec;
     constexpr int64_t L = Simd<A>::lanes;
     vec s[R][V];
     for (int r = 0; r < R; ++r)
         for (int v = 0; v < V; ++v) s[r][v] = accumulate ? vload(c + r * ldc + v * L) : vec{};
-    for (int64_t k = 0; k < kn; ++k) {
+    for (int64_t k = k0; k < k1; ++k) {
         vec bv[V];
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) bv[v] = vload(b + k * ldb + v * L);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const A x = a[r * ars + k * acs];
 #pragma GCC unroll 4
@@ -98,28 +99,53 @@ void reg_tile(const A* a, int64_t ars, int64_t acs, const A* b, int64_t ldb, int
 }
 
 template <class A>
-using RegTileFn = void (*)(const A*, int64_t, int64_t, const A*, int64_t, int64_t, A*, int64_t,
-                           bool);
+using RegTileFn = void (*)(const A*, int64_t, int64_t, const A*, int64_t, int64_t, int64_t, A*,
+                           int64_t, bool);
+template <class A, int V>
+constexpr RegTileFn<A> kRegColumn[kRegRows] = {
+    reg_tile<A, 1, V>, reg_tile<A, 2, V>, reg_tile<A, 3, V>, reg_tile<A, 4, V>,
+    reg_tile<A, 5, V>, reg_tile<A, 6, V>, reg_tile<A, 7, V>, reg_tile<A, 8, V>};
 template <class A>
-constexpr RegTileFn<A> kRegTiles[kRegRows][kRegVecs] = {
-    {reg_tile<A, 1, 1>, reg_tile<A, 1, 2>, reg_tile<A, 1, 3>, reg_tile<A, 1, 4>},
-    {reg_tile<A, 2, 1>, reg_tile<A, 2, 2>, reg_tile<A, 2, 3>, reg_tile<A, 2, 4>},
-    {reg_tile<A, 3, 1>, reg_tile<A, 3, 2>, reg_tile<A, 3, 3>, reg_tile<A, 3, 4>},
-    {reg_tile<A, 4, 1>, reg_tile<A, 4, 2>, reg_tile<A, 4, 3>, reg_tile<A, 4, 4>},
+constexpr const RegTileFn<A>* kRegTiles[kRegVecs] = {kRegColumn<A, 1>, kRegColumn<A, 2>,
+                                                     kRegColumn<A, 3>, kRegColumn<A, 4>};
+
+// Rows per register tile for V vectors: as many as keep 16–24 accumulators.
+constexpr int64_t reg_rows(int64_t v) { return v <= 2 ? 8 : 6; }
+
+constexpr int64_t kNoLimit = int64_t(1) << 60;
+
+// What a group of rows [r, r + n) of a product needs under the causal mask,
+// in the tile's coordinates: columns below r + n + col_end (rounded up to
+// whole vectors), and k in [r + k_begin, r + n + k_end). The defaults limit
+// nothing. Key c is visible to query row q iff c <= q + off (off = r0 − c0):
+// products over keys as columns (S, dP) take col_end = off, over keys as k
+// (P·v, dS·k) k_end = off, over queries as k with keys as rows (Pᵀ·dO,
+// dSᵀ·q) k_begin = −off — and what they skip is exactly the masked zeros.
+struct Limits {
+    int64_t col_end = kNoLimit, k_begin = -kNoLimit, k_end = kNoLimit;
 };
 
 // c[rows][cols] (= or +=) a(rows × kn) · b[kn][cols], cols a multiple of the
-// lanes, in register tiles; a(r, k) = a[r·ars + k·acs].
+// lanes, in register tiles; a(r, k) = a[r·ars + k·acs]. Under `lim` a row
+// group computes only what it needs (columns it skips are left as they
+// were; the callers never read them).
 template <class A>
 void gemm(int64_t rows, int64_t cols, int64_t kn, const A* a, int64_t ars, int64_t acs, const A* b,
-          int64_t ldb, A* c, int64_t ldc, bool accumulate) {
+          int64_t ldb, A* c, int64_t ldc, bool accumulate, const Limits& lim = {}) {
     constexpr int64_t L = Simd<A>::lanes;
-    for (int64_t j = 0; j < cols; j += kRegVecs * L) {
-        const int64_t v = std::min<int64_t>(kRegVecs, (cols - j) / L);
-        for (int64_t r = 0; r < rows; r += kRegRows) {
-            const int64_t n = std::min<int64_t>(kRegRows, rows - r);
-            kRegTiles<A>[n - 1][v - 1](a + r * ars, ars, acs, b + j, ldb, kn, c + r * ldc + j, ldc,
-                                       accumulate);
+    const int64_t max_v = std::min<int64_t>(kRegVecs, cols / L);
+    const int64_t step = reg_rows(max_v);
+    for (int64_t r = 0; r < rows; r += step) {
+        const int64_t n = std::min(step, rows - r);
+        const int64_t col_stop =
+            lim.col_end == kNoLimit ? cols
+                                    : std::clamp(round_up(r + n + lim.col_end, L), int64_t(0), cols);
+        const int64_t k0 = std::clamp(r + lim.k_begin, int64_t(0), kn);
+        const int64_t k1 = lim.k_end == kNoLimit ? kn : std::clamp(r + n + lim.k_end, k0, kn);
+        for (int64_t j = 0; j < col_stop; j += kRegVecs * L) {
+            const int64_t v = std::min<int64_t>(kRegVecs, (col_stop - j) / L);
+            kRegTiles<A>[v - 1][n - 1](a + r * ars, ars, acs, b + j, ldb, k0, k1, c + r * ldc + j,
+                                       ldc, accumulate);
         }
     }
 }
@@ -168,20 +194,87 @@ void pack_rows(A* dst, int64_t ld, int64_t rows_p, const Operand<const T>& src, 
     }
 }
 
-// dst[j·ld + t] = src(t, j): the transpose, zeros up to width_p rows and ld columns.
+// dst[j·ld + t] = src(t, j): the transpose, zeros up to width_p rows and ld
+// columns; f32 in 16 × 16 blocks transposed in registers.
 template <class T, class A>
 void pack_cols(A* dst, int64_t ld, int64_t width_p, const Operand<const T>& src, int64_t b,
                int64_t h, int64_t n, int64_t width) {
     std::fill(dst, dst + width_p * ld, A(0));
-    for (int64_t t = 0; t < n; ++t) {
+    int64_t t0 = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        for (; t0 + 16 <= n; t0 += 16) {
+            int64_t j0 = 0;
+            for (; j0 + 16 <= width; j0 += 16) {
+                vec16 r[16];
+                for (int i = 0; i < 16; ++i) std::memcpy(&r[i], src.row(b, h, t0 + i) + j0, sizeof r[i]);
+                transpose16(r);
+                for (int i = 0; i < 16; ++i) std::memcpy(dst + (j0 + i) * ld + t0, &r[i], sizeof r[i]);
+            }
+            for (int64_t t = t0; t < t0 + 16; ++t)
+                for (int64_t j = j0; j < width; ++j) dst[j * ld + t] = src.row(b, h, t)[j];
+        }
+    }
+    for (int64_t t = t0; t < n; ++t) {
         const T* in = src.row(b, h, t);
         for (int64_t j = 0; j < width; ++j) dst[j * ld + t] = math::load(in[j]);
     }
 }
 
+// p[c] = exp(p[c] − m) for c < n and 0 for n <= c < np (np whole vectors;
+// p[n..np) may hold anything); returns the sum of the exps. Whole vectors
+// with a lane-wise sum, so the loop vectorizes.
+template <class A>
+A exp_row(A* p, int64_t n, int64_t np, A m) {
+    constexpr int64_t L = Simd<A>::lanes;
+    A acc[L] = {};
+    for (int64_t c0 = 0; c0 < np; c0 += L) {
+#pragma omp simd
+        for (int64_t l = 0; l < L; ++l) {
+            const A e = c0 + l < n ? math::exp_nonpositive(p[c0 + l] - m) : A(0);
+            p[c0 + l] = e;
+            acc[l] += e;
+        }
+    }
+    A sum = 0;
+    for (int64_t l = 0; l < L; ++l) sum += acc[l];
+    return sum;
+}
+
+// The largest of p[0..n) and `start`.
+template <class A>
+A row_max(const A* p, int64_t n, A start) {
+    using vec = typename Simd<A>::vec;
+    constexpr int64_t L = Simd<A>::lanes;
+    A m = start;
+    int64_t c = 0;
+    if (n >= L) {
+        vec mv = vload(p);
+        for (c = L; c + L <= n; c += L) {
+            const vec x = vload(p + c);
+            mv = x > mv ? x : mv;
+        }
+        for (int64_t i = 0; i < L; ++i) m = std::max(m, mv[i]);
+    }
+    for (; c < n; ++c) m = std::max(m, p[c]);
+    return m;
+}
+
 // The keys row i of a tile sees: all Tk, or (causal) keys 0..i.
 int64_t visible_keys(const Dims& s, int64_t row) {
     return s.args.causal ? std::min(s.tk, row + 1) : s.tk;
+}
+
+// The Limits of the tile at (r0, c0) for a product whose keys are its
+// columns ('c'), its k with queries as rows ('k'), or whose keys are its rows
+// with queries as k ('q'); none without the causal mask.
+Limits causal_limits(const Dims& s, int64_t r0, int64_t c0, char kind) {
+    Limits l;
+    if (!s.args.causal) return l;
+    const int64_t off = r0 - c0;
+    if (kind == 'c') l.col_end = off;
+    if (kind == 'k') l.k_end = off;
+    if (kind == 'q') l.k_begin = -off;
+    return l;
 }
 
 // Dropout of row `row` (of head bh), keys [c0, c0 + n): keep[c] = 1/(1 − p)
@@ -231,8 +324,9 @@ void forward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& out, A*
             const int64_t cols = std::min(kTileKeys, kend - c0);
             const int64_t colsp = round_up(cols, Simd<A>::lanes);
             A* S = w.s.data();
+            const Limits keys_as_cols = causal_limits(s, r0, c0, 'c');
             gemm(rows, colsp, s.dp, w.q.data() + r0 * s.dp, s.dp, 1, w.kt.data() + c0, s.tkp, S,
-                 kTileKeys, false);
+                 kTileKeys, false, keys_as_cols);
             for (int64_t r = 0; r < rows; ++r) {
                 A* sr = S + r * kTileKeys;
                 const int64_t n = std::min(cols, visible_keys(s, r0 + r) - c0);
@@ -240,16 +334,9 @@ void forward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& out, A*
                     std::fill(sr, sr + colsp, A(0));
                     continue;
                 }
-                A mx = m[r];
-                for (int64_t c = 0; c < n; ++c) mx = std::max(mx, sr[c]);
+                const A mx = row_max(sr, n, m[r]);
                 const A alpha = math::exp_nonpositive(m[r] - mx);
-                A sum = 0;
-#pragma omp simd reduction(+ : sum)
-                for (int64_t c = 0; c < n; ++c) {
-                    sr[c] = math::exp_nonpositive(sr[c] - mx);
-                    sum += sr[c];
-                }
-                std::fill(sr + n, sr + colsp, A(0));
+                const A sum = exp_row(sr, n, colsp, mx);
                 l[r] = l[r] * alpha + sum;
                 m[r] = mx;
                 A* ar = w.acc.data() + r * s.dvp;
@@ -260,7 +347,7 @@ void forward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& out, A*
                 }
             }
             gemm(rows, s.dvp, colsp, S, kTileKeys, 1, w.v.data() + c0 * s.dvp, s.dvp,
-                 w.acc.data(), s.dvp, true);
+                 w.acc.data(), s.dvp, true, causal_limits(s, r0, c0, 'k'));
         }
         for (int64_t r = 0; r < rows; ++r) {
             T* o = out.row(b, h, r0 + r);
@@ -313,18 +400,17 @@ void backward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& dq,
             const int64_t colsp = round_up(cols, Simd<A>::lanes);
             A* P = w.s.data();
             A* dP = w.dp.data();
+            const Limits keys_as_cols = causal_limits(s, r0, c0, 'c');
             gemm(rows, colsp, s.dp, w.q.data() + r0 * s.dp, s.dp, 1, w.kt.data() + c0, s.tkp, P,
-                 kTileKeys, false);
+                 kTileKeys, false, keys_as_cols);
             gemm(rows, colsp, s.dvp, w.dout.data() + r0 * s.dvp, s.dvp, 1, w.vt.data() + c0,
-                 s.tkp, dP, kTileKeys, false);
+                 s.tkp, dP, kTileKeys, false, keys_as_cols);
             for (int64_t r = 0; r < rows; ++r) {
                 A* pr = P + r * kTileKeys;
                 A* gr = dP + r * kTileKeys;
                 const int64_t n = std::max<int64_t>(0, std::min(cols, visible_keys(s, r0 + r) - c0));
                 const A row_lse = lse[r0 + r], row_d = w.rowd[size_t(r0 + r)];
-#pragma omp simd
-                for (int64_t c = 0; c < n; ++c) pr[c] = math::exp_nonpositive(pr[c] - row_lse);
-                std::fill(pr + n, pr + colsp, A(0));
+                exp_row(pr, n, colsp, row_lse);
                 if (dropout && n > 0) {
                     // dP of the kept entries, scaled; P itself stays undropped
                     // for dS, and its dropped form goes into dV below (in gr's
@@ -339,12 +425,13 @@ void backward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& dq,
                     for (int64_t c = 0; c < n; ++c) pr[c] *= w.keep[size_t(c)];
             }
             // dV[c0..] += dropout(P)ᵀ · dO; dQ[r0..] += dS · k; dK[c0..] += dSᵀ · scale·q.
+            const Limits queries_as_k = causal_limits(s, r0, c0, 'q');
             gemm(colsp, s.dvp, rows, P, 1, kTileKeys, w.dout.data() + r0 * s.dvp, s.dvp,
-                 w.dv.data() + c0 * s.dvp, s.dvp, true);
+                 w.dv.data() + c0 * s.dvp, s.dvp, true, queries_as_k);
             gemm(rows, s.dp, colsp, dP, kTileKeys, 1, w.kr.data() + c0 * s.dp, s.dp,
-                 w.dq.data() + r0 * s.dp, s.dp, true);
+                 w.dq.data() + r0 * s.dp, s.dp, true, causal_limits(s, r0, c0, 'k'));
             gemm(colsp, s.dp, rows, dP, 1, kTileKeys, w.q.data() + r0 * s.dp, s.dp,
-                 w.dk.data() + c0 * s.dp, s.dp, true);
+                 w.dk.data() + c0 * s.dp, s.dp, true, queries_as_k);
         }
     }
     const A scale = A(s.args.scale);
@@ -360,6 +447,47 @@ void backward_head(const Dims& s, int64_t b, int64_t h, const Operand<T>& dq,
     }
 }
 
+// Asks for the rows of every head of batch element b (n rows each): the
+// heads of one projection sit side by side in memory, so reading them all
+// now streams whole rows, where the heads one by one would each touch a
+// sliver of every row.
+template <class T>
+void prefetch_heads(const Dims& s, const Operand<const T>& x, int64_t b, int64_t n, int64_t width) {
+    const int64_t bytes = width * int64_t(sizeof(T));
+    for (int64_t h = 0; h < s.h; ++h)
+        for (int64_t t = 0; t < n; ++t) {
+            const char* row = reinterpret_cast<const char*>(x.row(b, h, t));
+            for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
+        }
+}
+
+// Runs head(b, h) for every (b, h), each on one thread from start to end (the
+// result does not depend on the thread count): by batch element, its heads
+// in turn, when there are enough of them to keep the threads busy (with
+// `prefetch(b)` one element ahead); by (b, h) otherwise.
+template <class Head, class Prefetch>
+void for_each_head(const Dims& s, Head&& head, Prefetch&& prefetch) {
+    const int64_t heads = s.b * s.h;
+    const bool by_batch = s.h > 1 && s.b >= 2 * omp_get_max_threads();
+#pragma omp parallel if (heads > 1)
+    {
+        if (by_batch) {
+            // A run of batch elements per thread; the next one's rows are
+            // asked for while this one computes.
+            const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+            const int64_t b0 = s.b * t / nt, b1 = s.b * (t + 1) / nt;
+            if (b0 < b1) prefetch(b0);
+            for (int64_t b = b0; b < b1; ++b) {
+                if (b + 1 < b1) prefetch(b + 1);
+                for (int64_t h = 0; h < s.h; ++h) head(b, h);
+            }
+        } else {
+#pragma omp for schedule(dynamic)
+            for (int64_t bh = 0; bh < heads; ++bh) head(bh / s.h, bh % s.h);
+        }
+    }
+}
+
 template <class T>
 void run_forward(const View& out, const View& lse, const View& q, const View& k, const View& v,
                  const AttentionArgs& args) {
@@ -368,14 +496,18 @@ void run_forward(const View& out, const View& lse, const View& q, const View& k,
     const Operand<T> o(out);
     const Operand<const T> vq(q), vk(k), vv(v);
     A* l = lse.ptr<A>();
-    const int64_t heads = s.b * s.h;
-#pragma omp parallel if (heads > 1)
-    {
-        Scratch<A> w;
-#pragma omp for schedule(dynamic)
-        for (int64_t bh = 0; bh < heads; ++bh)
-            forward_head<T, A>(s, bh / s.h, bh % s.h, o, l + bh * s.tq, vq, vk, vv, w);
-    }
+    std::vector<Scratch<A>> scratch(static_cast<size_t>(omp_get_max_threads()));
+    for_each_head(
+        s,
+        [&](int64_t b, int64_t h) {
+            forward_head<T, A>(s, b, h, o, l + (b * s.h + h) * s.tq, vq, vk, vv,
+                               scratch[size_t(omp_get_thread_num())]);
+        },
+        [&](int64_t b) {
+            prefetch_heads(s, vq, b, s.tq, s.d);
+            prefetch_heads(s, vk, b, s.tk, s.d);
+            prefetch_heads(s, vv, b, s.tk, s.dv);
+        });
 }
 
 template <class T>
@@ -387,15 +519,20 @@ void run_backward(const View& dq, const View& dk, const View& dv, const View& gr
     const Operand<T> gq(dq), gk(dk), gv(dv);
     const Operand<const T> go(grad_out), vq(q), vk(k), vv(v), vo(out);
     const A* l = lse.ptr<A>();
-    const int64_t heads = s.b * s.h;
-#pragma omp parallel if (heads > 1)
-    {
-        Scratch<A> w;
-#pragma omp for schedule(dynamic)
-        for (int64_t bh = 0; bh < heads; ++bh)
-            backward_head<T, A>(s, bh / s.h, bh % s.h, gq, gk, gv, go, vq, vk, vv, vo,
-                                l + bh * s.tq, w);
-    }
+    std::vector<Scratch<A>> scratch(static_cast<size_t>(omp_get_max_threads()));
+    for_each_head(
+        s,
+        [&](int64_t b, int64_t h) {
+            backward_head<T, A>(s, b, h, gq, gk, gv, go, vq, vk, vv, vo, l + (b * s.h + h) * s.tq,
+                                scratch[size_t(omp_get_thread_num())]);
+        },
+        [&](int64_t b) {
+            prefetch_heads(s, vq, b, s.tq, s.d);
+            prefetch_heads(s, vk, b, s.tk, s.d);
+            prefetch_heads(s, vv, b, s.tk, s.dv);
+            prefetch_heads(s, go, b, s.tq, s.dv);
+            prefetch_heads(s, vo, b, s.tq, s.dv);
+        });
 }
 
 }  // namespace

@@ -54,6 +54,7 @@
 #include "kernels/cpu/conv_planes.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/conv_weight_tile.h"
+#include "kernels/cpu/transpose16.h"
 
 namespace ember::kernels::cpu::direct {
 
@@ -142,31 +143,6 @@ Geometry make_geometry(const Conv2dShape& s) {
 }
 
 // ---- Channel-last copies for grad_weight: 16 × 16 blocks transposed in registers ----
-
-using ivec = int __attribute__((vector_size(64)));
-
-// r[i][j] → r[j][i] in four butterfly stages: stage b swaps bit b of the
-// row and the column index (two two-source shuffles per row pair).
-void transpose16(vec r[16]) {
-    auto stage = [&](int b, ivec lo, ivec hi) {
-        for (int i = 0; i < 16; ++i) {
-            if (i & b) continue;
-            const vec x = r[i], y = r[i | b];
-            r[i] = __builtin_shuffle(x, y, lo);
-            r[i | b] = __builtin_shuffle(x, y, hi);
-        }
-    };
-    // Row i (bit b clear) takes x[j] where j has bit b clear and y[j ^ b]
-    // where it is set; row i | b takes x[j | b] and y[j].
-    stage(8, ivec{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-          ivec{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
-    stage(4, ivec{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-          ivec{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
-    stage(2, ivec{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-          ivec{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
-    stage(1, ivec{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
-          ivec{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
-}
 
 // dst[v·ldd + c] = src[c·lds + v] for c < channels, v < count: `channels`
 // rows into channel-last positions, in 16 × 16 blocks transposed in

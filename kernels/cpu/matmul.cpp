@@ -1,4 +1,5 @@
-// CPU (batched) GEMM through Eigen, on the operands' own memory.
+// CPU (batched) GEMM on the operands' own memory: f32 on ember's kernel
+// (kernels/cpu/gemm.cpp), f64 and the integers through Eigen.
 //
 // Math:    out[b] (=|+=) a[b] · b[b] for every batch index b; M×K by K×N.
 // Layout:  a, b row- or column-major with any leading dimension (a transposed
@@ -21,6 +22,7 @@
 #include <Eigen/Core>
 
 #include "core/error.h"
+#include "kernels/cpu/gemm.h"
 
 namespace ember::kernels::cpu {
 
@@ -57,9 +59,13 @@ void with_map(const T* p, int64_t rows, int64_t cols, MatrixLayout l, F&& f) {
         f(ConstMap<ColMajor<T>>(p, rows, cols, Eigen::OuterStride<>(l.ld)));
 }
 
-// One GEMM: c (=|+=) a · b.
+// One GEMM: c (=|+=) a · b; f32 on ember's own kernel (kernels/cpu/gemm.cpp).
 template <class T>
 void gemm(T* c, const T* a, const T* b, const GemmShape& s) {
+    if constexpr (std::is_same_v<T, float>) {
+        gemm_f32(s.m, s.n, s.k, a, s.la, b, s.lb, c, s.ldc, s.accumulate);
+        return;
+    }
     Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>> C(c, s.m, s.n,
                                                                       Eigen::OuterStride<>(s.ldc));
     if (s.k == 0) {  // an empty sum; Eigen would agree, but say it plainly
@@ -161,6 +167,24 @@ void run(const View& out, const View& a, const View& b, bool accumulate) {
 }
 
 }  // namespace
+
+bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
+                    LinearActivation act, const View& pre) {
+    if (x.dtype != DType::f32 || w.dtype != DType::f32) return false;
+    const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+    const MatrixLayout lx{true, m <= 1 ? k : x.strides[0]};
+    const MatrixLayout lwt{false, n <= 1 ? k : w.strides[0]};  // wᵀ: column-major [K, N]
+    GemmEpilogue ep;
+    ep.bias = bias.data ? bias.ptr<const float>() : nullptr;
+    ep.act = act;
+    if (pre.data) {
+        ep.pre = pre.ptr<float>();
+        ep.ld_pre = m <= 1 ? n : pre.strides[0];
+    }
+    gemm_f32(m, n, k, x.ptr<const float>(), lx, w.ptr<const float>(), lwt, out.ptr<float>(), n,
+             false, &ep);
+    return true;
+}
 
 void matmul(const View& out, const View& a, const View& b, bool accumulate) {
     EMBER_INTERNAL_ASSERT(out.ndim >= 2 && a.ndim == out.ndim && b.ndim == out.ndim);

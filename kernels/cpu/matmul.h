@@ -18,4 +18,14 @@ namespace ember::kernels::cpu {
 /// single-threaded Eigen inside; large ones let Eigen thread the GEMM.
 void matmul(const View& out, const View& a, const View& b, bool accumulate = false);
 
+/// out [M, N] = act(x [M, K] · wᵀ + bias) in one pass over the product's
+/// tiles (kernels/cpu/gemm.cpp's epilogue): w is [N, K], bias [N]
+/// contiguous or absent (data == nullptr), x and w with unit column stride,
+/// out contiguous; gelu_tanh with `pre` present also writes the
+/// pre-activation there ([M, N], unit column stride). f32 only: returns
+/// false, having written nothing, for other dtypes (the front then runs the
+/// product and the activation apart). The same bits as those passes.
+bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
+                    LinearActivation act, const View& pre);
+
 }  // namespace ember::kernels::cpu

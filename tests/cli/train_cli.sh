@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt)
 # The ddp case runs `$EMBER_MPIEXEC -np 2 ember train --ddp`.
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
@@ -165,7 +165,92 @@ PY
     cmp -s "$work/whole/last.safetensors" "$work/parts/last.safetensors" ||
         fail "ddp: stop at step 20 and resume differs from the uninterrupted run"
     expect_error "written by 2 rank(s) and this run has 1" "$ember" train --resume "$work/parts" --epochs 3
+    # A gpt over 2 ranks: windows sharded, the validation loss of the whole split.
+    "${mpi[@]}" "$ember" train --ddp --model gpt --limit 256 --epochs 1 --batch-size 8 --block 32 \
+        --layers 2 --embd 32 --heads 2 --threads 1 --workers 0 --out "$work/gpt" > "$work/gpt.txt" 2>&1 ||
+        fail "ddp gpt run failed: $(tail -5 "$work/gpt.txt")"
+    grep -q "^done: 16 steps, validation loss" "$work/gpt.txt" || fail "ddp gpt: $(tail -2 "$work/gpt.txt")"
     echo "ok: ddp run printed once, metrics, bit-exact resume, world size checked, timeout default"
+    ;;
+gpt)
+    # A small gpt on fortunes: its files, metrics, eval, generate, resume,
+    # checkpointed activations, and bad input.
+    small=(--model gpt --limit 256 --epochs 2 --batch-size 16 --block 32 --layers 2 --embd 32
+           --heads 2 --log-every 4)
+    "$ember" train "${small[@]}" --out "$work/run" > "$work/train.txt" ||
+        fail "gpt train failed: $(tail -5 "$work/train.txt")"
+    for f in config.toml metrics.jsonl last.safetensors best.safetensors curves.svg tokenizer.json \
+             checkpoint/state.safetensors; do
+        [ -s "$work/run/$f" ] || fail "gpt: missing $f"
+    done
+    grep -q "data        fortunes (char tokenizer, [0-9]* tokens" "$work/train.txt" ||
+        fail "gpt: start table: $(grep data "$work/train.txt")"
+    python3 - "$work/run/metrics.jsonl" "$work/run/tokenizer.json" <<'PY' || fail "gpt metrics.jsonl"
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+epochs = [r for r in rows if r["kind"] == "epoch"]
+assert len(epochs) == 2, epochs
+last = epochs[-1]
+assert "test_acc" not in last, last
+assert abs(last["test_perplexity"] - math.exp(last["test_loss"])) < 1e-6 * last["test_perplexity"]
+assert abs(last["test_bits_per_token"] * math.log(2) - last["test_loss"]) < 1e-9
+assert last["test_loss"] < epochs[0]["test_loss"] < math.log(113), epochs
+tok = json.load(open(sys.argv[2]))
+assert tok["kind"] == "char" and "\n" in tok["vocab"] and tok["vocab"] == sorted(tok["vocab"]), tok
+print("gpt metrics ok: validation loss", [round(e["test_loss"], 4) for e in epochs])
+PY
+    python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$work/run/curves.svg" ||
+        fail "gpt curves.svg is not well-formed XML"
+    best=$(grep -o "best [0-9.]*)" "$work/train.txt" | tail -1 | grep -o "[0-9.]*")
+    "$ember" eval --weights "$work/run/best.safetensors" > "$work/eval.txt" || fail "gpt eval"
+    grep -q "validation loss $best " "$work/eval.txt" ||
+        fail "gpt eval gives '$(cat "$work/eval.txt")', train's best was $best"
+    # Generation: the same seed, the same text; nothing a terminal would act on.
+    "$ember" generate "$work/run" --tokens 300 --seed 7 > "$work/gen1.txt" 2> "$work/gen1.err" ||
+        fail "generate: $(cat "$work/gen1.err")"
+    "$ember" generate "$work/run" --tokens 300 --seed 7 > "$work/gen2.txt" 2> /dev/null
+    cmp -s "$work/gen1.txt" "$work/gen2.txt" || fail "generate: the same seed gave another text"
+    "$ember" generate "$work/run" --tokens 300 --seed 8 > "$work/gen3.txt" 2> /dev/null
+    cmp -s "$work/gen1.txt" "$work/gen3.txt" && fail "generate: another seed gave the same text"
+    grep -q "tokens/s" "$work/gen1.err" || fail "generate printed no tokens/s: $(cat "$work/gen1.err")"
+    LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$work/gen1.txt" && fail "generate wrote a control character"
+    "$ember" generate --weights "$work/run/last.safetensors" --prompt "The " --tokens 20 \
+        --temperature 0 > "$work/greedy.txt" 2> /dev/null || fail "generate --weights --temperature 0"
+    grep -q "^The " "$work/greedy.txt" || fail "generate does not echo the prompt: $(cat "$work/greedy.txt")"
+    echo "ok: gpt run, metrics, eval reproduces $best, generate"
+    # Stopped and resumed: byte-identical; activations recomputed: the same weights.
+    "$ember" train "${small[@]}" --out "$work/stopped" --stop-after 11 > /dev/null
+    [ $? -eq 130 ] || fail "gpt: --stop-after did not exit 130"
+    "$ember" train --resume "$work/stopped" > /dev/null || fail "gpt resume"
+    cmp "$work/run/last.safetensors" "$work/stopped/last.safetensors" ||
+        fail "gpt: resumed weights differ from the uninterrupted run's"
+    "$ember" train "${small[@]}" --checkpoint-activations --out "$work/ckpt" > /dev/null ||
+        fail "gpt --checkpoint-activations"
+    cmp "$work/run/last.safetensors" "$work/ckpt/last.safetensors" ||
+        fail "gpt: --checkpoint-activations changed the weights"
+    echo "ok: gpt resume and checkpointed activations, byte for byte"
+    "$ember" train "${small[@]}" --amp bf16 --epochs 1 --out "$work/bf16" > /dev/null || fail "gpt --amp bf16"
+    "$ember" lr-find --model gpt --steps 5 --limit 64 --out "$work/lr.svg" > /dev/null || fail "gpt lr-find"
+    "$ember" max-batch --model gpt --memory-budget 64 --max 8 > "$work/mb.txt" || fail "gpt max-batch"
+    grep -q "largest batch:" "$work/mb.txt" || fail "gpt max-batch: $(cat "$work/mb.txt")"
+    # A text of one's own: a file; bad files are one line naming the file and offset.
+    for i in $(seq 1 40); do echo "line $i of a small text, repeated to make a corpus"; done > "$work/mine.txt"
+    "$ember" train "${small[@]}" --epochs 1 --data "$work/mine.txt" --out "$work/mine" > "$work/mine.out" ||
+        fail "gpt --data FILE: $(tail -3 "$work/mine.out")"
+    grep -q "data        $work/mine.txt (char tokenizer" "$work/mine.out" || fail "gpt --data FILE: start table"
+    printf 'ok text\n\xff\xfe binary\n' > "$work/bad.txt"
+    for i in $(seq 1 60); do echo "more text, line $i" >> "$work/bad.txt"; done
+    expect_error "bad.txt: byte offset 8: invalid UTF-8" "$ember" train "${small[@]}" --data "$work/bad.txt" --out "$work/x"
+    "$ember" train "${small[@]}" --epochs 1 --data "$work/bad.txt" --tokenizer byte --out "$work/bytes" > /dev/null ||
+        fail "gpt --tokenizer byte on a non-UTF-8 file"
+    expect_error "no such file or directory" "$ember" train --model gpt --data "$work/none.txt" --out "$work/x"
+    expect_error "fewer than one window" "$ember" train "${small[@]}" --data "$work/mine.txt" --block 512 --out "$work/x"
+    expect_error "not in the tokenizer's vocabulary" "$ember" generate "$work/run" --prompt $'\u03a9'
+    "$ember" train --model mlp --limit 500 --epochs 1 --out "$work/mlp" > /dev/null || fail "mlp run"
+    expect_error "not the weights of a gpt" "$ember" generate --weights "$work/mlp/last.safetensors"
+    expect_error "generate: give a run directory or --weights" "$ember" generate
+    expect_error "tokenizer" "$ember" train --model gpt --tokenizer word --out "$work/x"
+    [ ! -e "$work/x" ] || fail "a failed gpt start left a run directory behind"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -77,6 +77,22 @@ assert not bad, f"step records with host_syncs != 1: {bad}"
 print(f"metrics ok: {steps[-1]['samples_per_s']:.0f} samples/s, test accuracy {epochs[0]['test_acc']:.3f}")
 PY
 done
+# A gpt on the GPU (attention through the composite path) on the docs/
+# folder as its text (the machine has no fortunes package), then sampled.
+timeout 180 build/device/tools/ember train --model gpt --data docs --device cuda --epochs 1 \
+    --limit 4096 --log-every 16 --workers 2 --out "$work/run-gpt" > "$work/train_gpt.txt" 2>&1 \
+&& python3 - "$work/run-gpt/metrics.jsonl" >> "$work/train_gpt.txt" 2>&1 <<'PY' \
+&& timeout 60 build/device/tools/ember generate "$work/run-gpt" --tokens 200 >> "$work/train_gpt.txt" 2>&1 \
+|| train_rc=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+steps = [r for r in rows if r["kind"] == "step"]
+epochs = [r for r in rows if r["kind"] == "epoch"]
+assert len(steps) == 8 and len(epochs) == 1, rows
+bad = [r for r in steps if r["host_syncs"] != 1]
+assert not bad, f"step records with host_syncs != 1: {bad}"
+print(f"metrics ok: {steps[-1]['samples_per_s']:.0f} windows/s, validation loss {epochs[0]['test_loss']:.3f}")
+PY
 # Training steps beside PyTorch's on the same GPU (ember train's loop on
 # synthetic data against PyTorch eager on a batch already on the GPU).
 steps_rc=0

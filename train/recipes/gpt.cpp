@@ -18,7 +18,7 @@ namespace {
 
 // An epoch: this many windows of block + 1 tokens, drawn afresh from the
 // whole training text each epoch (docs/train.md, "gpt").
-constexpr int64_t kWindowsPerEpoch = 16384;
+constexpr int64_t kWindowsPerEpoch = 8192;
 
 // --checkpoint-activations: every block its own segment.
 Tensor forward(nn::Module& model, const Tensor& tokens, bool checkpoint) {
@@ -103,12 +103,12 @@ data::Batch random_tokens(const Task& task, const TrainConfig& c, int64_t n, Dev
 Recipe gpt_recipe() {
     Recipe r;
     r.name = "gpt";
-    r.summary = "a GPT (4 blocks of 4 heads, width 128, context 128) on text: Debian's "
+    r.summary = "a GPT (4 blocks of 4 heads, width 128, context 256) on text: Debian's "
                 "fortunes, character-level";
     r.defaults.model = "gpt";
     r.defaults.data = "fortunes";
     r.defaults.epochs = 8;
-    r.defaults.batch_size = 32;
+    r.defaults.batch_size = 16;
     r.defaults.clip_grad = 1.0;
     r.defaults.log_every = 64;
     r.adamw_lr = 3e-3;

@@ -1,0 +1,238 @@
+// ember's f32 GEMM: the operands packed into panels, a 6 × 64 register tile.
+//
+// Math:    c[M×N] (= or +=) a[M×K] · b[K×N]; for each element the K products
+//          are summed in order, k-block by k-block (kKc), whatever the
+//          thread count.
+// Layout:  a and b row- or column-major with any leading dimension; c
+//          row-major. b is packed k-block by k-block into panels of 64
+//          columns (kc rows of 64 floats each, zero-padded), shared by the
+//          threads; each thread packs its block of a's rows into panels of 6
+//          rows (kc columns of 6 floats, zero-padded).
+// Tile:    6 rows × 4 vectors of 16 columns = 24 accumulators; per k, 4
+//          vector loads of b, 6 broadcasts of a, 24 FMAs.
+// Cost:    2·M·N·K FLOPs; b read once per k-block and row block of 96, a
+//          once per 64-column panel group, c once per k-block.
+// Threads: blocks of up to 96 rows (fewer for few rows) times groups of
+//          column panels, handed out in turn; b's packing split by panels. Test: tests/kernels/test_gemm.cpp (and every matmul,
+//          linear and conv test); benchmark: bench/matmul.cpp.
+#include "kernels/cpu/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/transpose16.h"
+#include "kernels/math.h"
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kMr = 6;      // rows of the register tile
+constexpr int64_t kNr = 64;     // columns of the register tile (4 vectors)
+constexpr int64_t kKc = 256;    // k per block: a 6 × 256 panel of a stays in L1
+constexpr int64_t kMc = 96;     // rows per block of a (16 panels, 96 KB at kc = 256)
+constexpr int64_t kLanes = 16;
+
+using vec = vec16;
+
+vec load(const float* p) {
+    vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Element (r, c) of a matrix in `l`.
+const float* at(const float* p, MatrixLayout l, int64_t r, int64_t c) {
+    return l.row_major ? p + r * l.ld + c : p + c * l.ld + r;
+}
+
+// The kc × 64 panel of b at (k0, j0): bp[k·64 + j] = b(k0 + k, j0 + j),
+// zero for j >= nc.
+void pack_b_panel(const float* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                  float* bp) {
+    if (lb.row_major) {
+        for (int64_t k = 0; k < kc; ++k) {
+            const float* src = at(b, lb, k0 + k, j0);
+            float* dst = bp + k * kNr;
+            std::memcpy(dst, src, size_t(nc) * sizeof(float));
+            std::fill(dst + nc, dst + kNr, 0.0f);
+        }
+        return;
+    }
+    // Column-major b (x·wᵀ with w row-major): column j is contiguous in k;
+    // 16 × 16 blocks transposed in registers.
+    int64_t k = 0;
+    if (nc == kNr)
+        for (; k + kLanes <= kc; k += kLanes)
+            for (int64_t j = 0; j < kNr; j += kLanes) {
+                vec r[16];
+                for (int i = 0; i < 16; ++i) r[i] = load(at(b, lb, k0 + k, j0 + j + i));
+                transpose16(r);
+                for (int i = 0; i < 16; ++i) store(bp + (k + i) * kNr + j, r[i]);
+            }
+    for (; k < kc; ++k) {
+        float* dst = bp + k * kNr;
+        for (int64_t j = 0; j < nc; ++j) dst[j] = *at(b, lb, k0 + k, j0 + j);
+        std::fill(dst + nc, dst + kNr, 0.0f);
+    }
+}
+
+// The mc × kc block of a at (i0, k0) as panels of 6 rows: panel p holds
+// ap[p·6·kc + k·6 + r] = a(i0 + 6p + r, k0 + k), zero for rows past mc.
+void pack_a_block(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                  float* ap) {
+    for (int64_t p = 0; p * kMr < mc; ++p) {
+        float* dst = ap + p * kMr * kc;
+        const int64_t rows = std::min(kMr, mc - p * kMr);
+        if (!la.row_major && rows == kMr) {  // six contiguous values per k
+            for (int64_t k = 0; k < kc; ++k)
+                std::memcpy(dst + k * kMr, at(a, la, i0 + p * kMr, k0 + k), kMr * sizeof(float));
+            continue;
+        }
+        for (int64_t r = 0; r < kMr; ++r) {
+            if (r >= rows) {
+                for (int64_t k = 0; k < kc; ++k) dst[k * kMr + r] = 0.0f;
+                continue;
+            }
+            for (int64_t k = 0; k < kc; ++k) dst[k * kMr + r] = *at(a, la, i0 + p * kMr + r, k0 + k);
+        }
+    }
+}
+
+// How a tile's values are stored: `acc` adds them to c; otherwise `bias`
+// (64 columns, or null) is their starting value.
+struct Store {
+    bool acc;
+    const float* bias;
+};
+
+// c[6×64] (= or +=) ap (kc × 6) · bp (kc × 64).
+void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, Store st) {
+    vec s[kMr][4] = {};
+    for (int64_t k = 0; k < kc; ++k) {
+        const vec b0 = load(bp + k * kNr), b1 = load(bp + k * kNr + 16),
+                  b2 = load(bp + k * kNr + 32), b3 = load(bp + k * kNr + 48);
+#pragma GCC unroll 6
+        for (int64_t r = 0; r < kMr; ++r) {
+            const float x = ap[k * kMr + r];
+            s[r][0] += x * b0;
+            s[r][1] += x * b1;
+            s[r][2] += x * b2;
+            s[r][3] += x * b3;
+        }
+    }
+    for (int64_t r = 0; r < kMr; ++r)
+        for (int v = 0; v < 4; ++v) {
+            float* p = c + r * ldc + v * kLanes;
+            if (st.acc)
+                store(p, load(p) + s[r][v]);
+            else if (st.bias)
+                store(p, load(st.bias + v * kLanes) + s[r][v]);
+            else
+                store(p, s[r][v]);
+        }
+}
+
+// A tile at the matrix's edge: through a full tile in a scratch buffer, then
+// its rows × cols corner into c.
+void edge_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t rows,
+               int64_t cols, Store st) {
+    float t[kMr * kNr];
+    tile(kc, ap, bp, t, kNr, {false, nullptr});
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j) {
+            float& o = c[r * ldc + j];
+            o = st.acc ? o + t[r * kNr + j] : st.bias ? st.bias[j] + t[r * kNr + j] : t[r * kNr + j];
+        }
+}
+
+// The activation of a finished rows × cols tile of c (pre: its copy before).
+void activate(float* c, int64_t ldc, int64_t rows, int64_t cols, const GemmEpilogue& ep,
+              float* pre) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float* row = c + r * ldc;
+        if (pre) std::memcpy(pre + r * ep.ld_pre, row, size_t(cols) * sizeof(float));
+        if (ep.act == LinearActivation::relu) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; ++j) row[j] = math::Relu{}(row[j]);
+        } else if (ep.act == LinearActivation::gelu_tanh) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; ++j) row[j] = math::GeluTanh{}(row[j]);
+        }
+    }
+}
+
+}  // namespace
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, const float* b,
+              MatrixLayout lb, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < m; ++i) {
+                float* row = c + i * ldc;
+                for (int64_t j = 0; j < n; ++j) row[j] = ep && ep->bias ? ep->bias[j] : 0.0f;
+            }
+        if (ep && ep->act != LinearActivation::none)
+            activate(c, ldc, m, n, *ep, ep->pre);
+        return;
+    }
+    const bool activated = ep && ep->act != LinearActivation::none;
+    const int64_t panels = (n + kNr - 1) / kNr;
+    const int64_t kc_max = std::min(k, kKc);
+    std::vector<float> bpack(size_t(panels * kNr * kc_max));
+    const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 &&
+                          2.0 * double(m) * double(n) * double(k) > 2e6;
+    // Work items: a block of rows (at most kMc, fewer when the rows are few,
+    // so that every thread has some) times a group of column panels. Which
+    // thread computes a tile changes nothing in its sums.
+    const int64_t threads = threaded ? omp_get_max_threads() : 1;
+    const int64_t mc_max =
+        std::min(kMc, std::max(kMr, round_up((m + 2 * threads - 1) / (2 * threads), kMr)));
+    const int64_t blocks = (m + mc_max - 1) / mc_max;
+    const int64_t groups = std::min(panels, std::max<int64_t>(1, (4 * threads + blocks - 1) / blocks));
+    const int64_t per_group = (panels + groups - 1) / groups;
+#pragma omp parallel if (threaded)
+    {
+        std::vector<float> apack(size_t(round_up(std::min(m, mc_max), kMr) * kc_max));
+        for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+            const int64_t kc = std::min(kKc, k - k0);
+            const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < panels; ++p)
+                pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
+                             bpack.data() + p * kNr * kc);
+#pragma omp for schedule(dynamic)
+            for (int64_t item = 0; item < blocks * groups; ++item) {
+                const int64_t blk = item / groups, g = item % groups;
+                const int64_t i0 = blk * mc_max, mc = std::min(mc_max, m - i0);
+                pack_a_block(a, la, i0, mc, k0, kc, apack.data());
+                for (int64_t p = g * per_group; p < std::min(panels, (g + 1) * per_group); ++p) {
+                    const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
+                    const float* bp = bpack.data() + p * kNr * kc;
+                    const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
+                    for (int64_t r = 0; r < mc; r += kMr) {
+                        const float* ap = apack.data() + r * kc;
+                        float* ct = c + (i0 + r) * ldc + j0;
+                        const int64_t rows = std::min(kMr, mc - r);
+                        if (rows == kMr && cols == kNr)
+                            tile(kc, ap, bp, ct, ldc, st);
+                        else
+                            edge_tile(kc, ap, bp, ct, ldc, rows, cols, st);
+                        if (last && activated)
+                            activate(ct, ldc, rows, cols, *ep,
+                                     ep->pre ? ep->pre + (i0 + r) * ep->ld_pre + j0 : nullptr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace ember::kernels::cpu
