@@ -1,7 +1,7 @@
 // attention family: scaled dot-product attention on the CPU, forward and
 // backward, the fused kernel (kernels/cpu/attention.cpp) beside the
 // composite path (batched GEMMs and softmax pieces, kernels/attention_composite.cpp)
-// on the same inputs, at the default gpt's shape ([32, 4, 128, 32], causal)
+// on the same inputs, at the default gpt's shape ([16, 4, 256, 32], causal)
 // and at T = 1024 and 4096. Each shape is checked first: the two paths' out,
 // lse and gradients agree. FLOPs: 2·B·H·pairs·(D + Dv) forward (pairs: the
 // (row, key) pairs the causal mask keeps), 2.5× that backward; the limit is
@@ -55,7 +55,7 @@ void run_attention(const Options& o, Report& rep) {
     const std::string limit = limit_label("GEMM", peak, "GFLOP/s");
     const std::vector<Shape4> shapes =
         o.quick ? std::vector<Shape4>{{2, 2, 64, 32, true}, {1, 2, 256, 64, true}}
-                : std::vector<Shape4>{{32, 4, 128, 32, true}, {4, 4, 1024, 64, true},
+                : std::vector<Shape4>{{16, 4, 256, 32, true}, {4, 4, 1024, 64, true},
                                       {1, 4, 4096, 64, true}, {4, 4, 1024, 64, false}};
     for (const Shape4& s : shapes) {
         manual_seed(7);

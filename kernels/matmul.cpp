@@ -228,8 +228,8 @@ LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool w
                 ": expected grad [rows, out] and input [rows, in], got ", describe(grad), " and ",
                 describe(x));
     const int64_t out_f = grad.size(1), in = x.size(1);
-    if (want_bias && grad.device().is_cuda() && grad.dtype() != DType::f64 && grad.numel() > 0 &&
-        in > 0 && lt_rows(grad) && lt_rows(x)) {
+    if (want_bias && grad.dtype() != DType::f64 && grad.numel() > 0 && in > 0 && lt_rows(grad) &&
+        lt_rows(x)) {
         LinearWeightGrads r{empty({out_f, in}, like(x)), empty({out_f}, like(x))};
         const View vw = view_of(r.weight, op), vb = view_of(r.bias, op), vg = view_of(grad, op),
                    vx = view_of(x, op);
@@ -238,7 +238,7 @@ LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool w
                   x.device(),
                   {&r.weight, &r.bias, &grad, &x},
                   2.0 * double(out_f) * double(in) * double(x.size(0))},
-                 no_kernel,
+                 [&] { ran = cpu::linear_weight_grad(vw, vb, vg, vx); },
                  [&](auto stream) { ran = cuda::linear_weight_grad(vw, vb, vg, vx, stream); });
         if (ran) return r;
     }

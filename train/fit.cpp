@@ -73,8 +73,9 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf("  optimizer   %s, lr %g, weight decay %g, schedule %s%s\n", c.optimizer.c_str(),
                 effective_lr(c), effective_weight_decay(c), c.schedule.c_str(),
                 c.warmup > 0 ? (" after " + std::to_string(c.warmup) + " warm-up steps").c_str() : "");
-    std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(),
-                c.clip_grad > 0 ? (", gradients clipped at " + std::to_string(c.clip_grad)).c_str() : "",
+    char clip[64] = "";
+    if (c.clip_grad > 0) std::snprintf(clip, sizeof clip, ", gradients clipped at %g", c.clip_grad);
+    std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(), clip,
                 c.checkpoint_activations ? ", activations recomputed" : "",
                 memory_format_name(t.memory_format));
     if (r.device.is_cpu()) {

@@ -85,14 +85,22 @@ void pack_b_panel(const float* b, MatrixLayout lb, int64_t k0, int64_t kc, int64
 
 // The mc × kc block of a at (i0, k0) as panels of 6 rows: panel p holds
 // ap[p·6·kc + k·6 + r] = a(i0 + 6p + r, k0 + k), zero for rows past mc.
+// With `sums`, adds each row's values to sums[row − i0] (f64, in k order).
 void pack_a_block(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                  float* ap) {
+                  float* ap, double* sums) {
     for (int64_t p = 0; p * kMr < mc; ++p) {
         float* dst = ap + p * kMr * kc;
         const int64_t rows = std::min(kMr, mc - p * kMr);
         if (!la.row_major && rows == kMr) {  // six contiguous values per k
-            for (int64_t k = 0; k < kc; ++k)
-                std::memcpy(dst + k * kMr, at(a, la, i0 + p * kMr, k0 + k), kMr * sizeof(float));
+            double s[kMr] = {};
+            for (int64_t k = 0; k < kc; ++k) {
+                const float* src = at(a, la, i0 + p * kMr, k0 + k);
+                std::memcpy(dst + k * kMr, src, kMr * sizeof(float));
+                if (sums)
+                    for (int64_t r = 0; r < kMr; ++r) s[r] += double(src[r]);
+            }
+            if (sums)
+                for (int64_t r = 0; r < kMr; ++r) sums[p * kMr + r] += s[r];
             continue;
         }
         for (int64_t r = 0; r < kMr; ++r) {
@@ -100,7 +108,13 @@ void pack_a_block(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64
                 for (int64_t k = 0; k < kc; ++k) dst[k * kMr + r] = 0.0f;
                 continue;
             }
-            for (int64_t k = 0; k < kc; ++k) dst[k * kMr + r] = *at(a, la, i0 + p * kMr + r, k0 + k);
+            double s = 0;
+            for (int64_t k = 0; k < kc; ++k) {
+                const float v = *at(a, la, i0 + p * kMr + r, k0 + k);
+                dst[k * kMr + r] = v;
+                s += double(v);
+            }
+            if (sums) sums[p * kMr + r] += s;
         }
     }
 }
@@ -112,15 +126,24 @@ struct Store {
     const float* bias;
 };
 
-// c[6×64] (= or +=) ap (kc × 6) · bp (kc × 64).
-void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, Store st) {
+// Where a tile reads its 6 rows of a: element (r, k) at ap[r·rs + k·ks] —
+// a packed panel (rs 1, ks 6), or a row-major a's own rows (rs lda, ks 1).
+struct Rows {
+    const float* ap;
+    int64_t rs, ks;
+};
+
+// c[6×64] (= or +=) a (6 × kc) · bp (kc × 64).
+void tile(int64_t kc, Rows a, const float* bp, float* c, int64_t ldc, Store st) {
     vec s[kMr][4] = {};
+    const float* ap = a.ap;
+    const int64_t rs = a.rs, ks = a.ks;
     for (int64_t k = 0; k < kc; ++k) {
         const vec b0 = load(bp + k * kNr), b1 = load(bp + k * kNr + 16),
                   b2 = load(bp + k * kNr + 32), b3 = load(bp + k * kNr + 48);
 #pragma GCC unroll 6
         for (int64_t r = 0; r < kMr; ++r) {
-            const float x = ap[k * kMr + r];
+            const float x = ap[r * rs + k * ks];
             s[r][0] += x * b0;
             s[r][1] += x * b1;
             s[r][2] += x * b2;
@@ -141,10 +164,10 @@ void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, S
 
 // A tile at the matrix's edge: through a full tile in a scratch buffer, then
 // its rows × cols corner into c.
-void edge_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t rows,
+void edge_tile(int64_t kc, Rows a, const float* bp, float* c, int64_t ldc, int64_t rows,
                int64_t cols, Store st) {
     float t[kMr * kNr];
-    tile(kc, ap, bp, t, kNr, {false, nullptr});
+    tile(kc, a, bp, t, kNr, {false, nullptr});
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j) {
             float& o = c[r * ldc + j];
@@ -172,6 +195,7 @@ void activate(float* c, int64_t ldc, int64_t rows, int64_t cols, const GemmEpilo
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, const float* b,
               MatrixLayout lb, float* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
+    if (ep && ep->a_row_sums) std::fill(ep->a_row_sums, ep->a_row_sums + std::max<int64_t>(m, 0), 0.0);
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)
@@ -212,13 +236,23 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
             for (int64_t item = 0; item < blocks * groups; ++item) {
                 const int64_t blk = item / groups, g = item % groups;
                 const int64_t i0 = blk * mc_max, mc = std::min(mc_max, m - i0);
-                pack_a_block(a, la, i0, mc, k0, kc, apack.data());
+                // A block's row sums, from the one item that packs it with
+                // the first group of panels (each k-block in turn: in order).
+                double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
+                // A row-major a is read where it lies (six rows side by side
+                // per tile: one stream each); only a last short panel is packed.
+                const bool direct = la.row_major && !sums;
+                const int64_t whole = direct ? mc / kMr * kMr : 0;
+                if (whole < mc)
+                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.data() + whole * kc,
+                                 sums);
                 for (int64_t p = g * per_group; p < std::min(panels, (g + 1) * per_group); ++p) {
                     const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
                     const float* bp = bpack.data() + p * kNr * kc;
                     const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
                     for (int64_t r = 0; r < mc; r += kMr) {
-                        const float* ap = apack.data() + r * kc;
+                        const Rows ap = r < whole ? Rows{at(a, la, i0 + r, k0), la.ld, 1}
+                                                  : Rows{apack.data() + r * kc, 1, kMr};
                         float* ct = c + (i0 + r) * ldc + j0;
                         const int64_t rows = std::min(kMr, mc - r);
                         if (rows == kMr && cols == kNr)

@@ -16,6 +16,10 @@ struct GemmEpilogue {
     LinearActivation act = LinearActivation::none;
     float* pre = nullptr;  ///< gelu_tanh: the pre-activation [M, N] with leading dimension ld_pre
     int64_t ld_pre = 0;
+    /// When set: each row's sum of a, Σ_k a(i, k), in f64 in k order (written,
+    /// M values) — a linear layer's bias gradient while its weight gradient
+    /// gᵀ · x is computed, from the g that packing reads anyway.
+    double* a_row_sums = nullptr;
 };
 
 /// c[M×N] (= or +=) a[M×K] · b[K×N]: a and b row- or column-major with any
@@ -25,7 +29,7 @@ struct GemmEpilogue {
 /// element sums its K products in the same order whatever the thread count.
 /// With `ep` (not accumulating): c = act(bias + a · b), the bias being the
 /// starting value of the sum (bit for bit what a bias copied into c and an
-/// accumulating product give).
+/// accumulating product give); and a's row sums when asked for.
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, const float* b,
               MatrixLayout lb, float* c, int64_t ldc, bool accumulate,
               const GemmEpilogue* ep = nullptr);

@@ -16,6 +16,8 @@
 
 #include <omp.h>
 
+#include <vector>
+
 // GCC 12 flags AVX-512 intrinsics inside Eigen's GEMM packing as "maybe
 // uninitialized" (a known false positive); keep the build log readable.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -183,6 +185,22 @@ bool linear_forward(const View& out, const View& x, const View& w, const View& b
     }
     gemm_f32(m, n, k, x.ptr<const float>(), lx, w.ptr<const float>(), lwt, out.ptr<float>(), n,
              false, &ep);
+    return true;
+}
+
+bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const View& g,
+                        const View& x) {
+    if (g.dtype != DType::f32 || x.dtype != DType::f32) return false;
+    const int64_t rows = g.shape[0], n = g.shape[1], k = x.shape[1];
+    const MatrixLayout lgt{false, rows <= 1 ? n : g.strides[0]};  // gᵀ: column-major [N, rows]
+    const MatrixLayout lx{true, rows <= 1 ? k : x.strides[0]};
+    std::vector<double> sums(static_cast<size_t>(n));
+    GemmEpilogue ep;
+    ep.a_row_sums = sums.data();
+    gemm_f32(n, k, rows, g.ptr<const float>(), lgt, x.ptr<const float>(), lx,
+             grad_weight.ptr<float>(), k, false, &ep);
+    float* db = grad_bias.ptr<float>();
+    for (int64_t j = 0; j < n; ++j) db[j] = float(sums[size_t(j)]);
     return true;
 }
 

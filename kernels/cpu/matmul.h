@@ -28,4 +28,11 @@ void matmul(const View& out, const View& a, const View& b, bool accumulate = fal
 bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
                     LinearActivation act, const View& pre);
 
+/// grad_weight [N, K] = gᵀ · x and grad_bias [N] = Σ over the M rows of g
+/// (summed in f64 in row order while the product packs g), g [M, N] and x
+/// [M, K] with unit column stride, grad_weight and grad_bias contiguous. f32
+/// only: returns false for other dtypes.
+bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const View& g,
+                        const View& x);
+
 }  // namespace ember::kernels::cpu

@@ -6,6 +6,8 @@
 
 #include <omp.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -100,4 +102,43 @@ TEST_CASE("gemm_f32: the same bits for any thread count", "[kernels][gemm]") {
     omp_set_num_threads(before);
     CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4) == 0);
     CHECK(std::memcmp(out[0].data(), out[2].data(), out[0].size() * 4) == 0);
+}
+
+TEST_CASE("gemm_f32: the epilogue's bias and activations, and a's row sums", "[kernels][gemm]") {
+    std::mt19937 rng(11);
+    for (const auto& [m, n, k] : {std::array<int64_t, 3>{7, 130, 300}, {2, 300, 40}, {130, 70, 5}})
+        for (bool ra : {false, true})
+            for (LinearActivation act :
+                 {LinearActivation::none, LinearActivation::relu, LinearActivation::gelu_tanh}) {
+                INFO("m " << m << " n " << n << " k " << k << (ra ? " row" : " col") << "-major a, act "
+                          << int(act));
+                const Operand a = make(m, k, ra, 2, rng), b = make(k, n, true, 1, rng);
+                std::vector<float> bias(static_cast<size_t>(n)), c(static_cast<size_t>(m * n)),
+                    pre(static_cast<size_t>(m * (n + 3)));
+                for (float& x : bias) x = float(int(rng() % 9) - 4) / 4;
+                std::vector<double> sums(static_cast<size_t>(m), -1.0);
+                cpu::GemmEpilogue ep;
+                ep.bias = bias.data();
+                ep.act = act;
+                ep.pre = act == LinearActivation::gelu_tanh ? pre.data() : nullptr;
+                ep.ld_pre = n + 3;
+                ep.a_row_sums = sums.data();
+                cpu::gemm_f32(m, n, k, a.data.data(), a.layout, b.data.data(), b.layout, c.data(), n,
+                              false, &ep);
+                for (int64_t i = 0; i < m; ++i) {
+                    double row = 0;
+                    for (int64_t t = 0; t < k; ++t) row += a.at(i, t);
+                    REQUIRE(std::abs(sums[size_t(i)] - row) <= 1e-12 * double(k));
+                    for (int64_t j = 0; j < n; ++j) {
+                        double z = bias[size_t(j)];
+                        for (int64_t t = 0; t < k; ++t) z += double(a.at(i, t)) * double(b.at(t, j));
+                        const double want = act == LinearActivation::relu ? std::max(z, 0.0)
+                                            : act == LinearActivation::gelu_tanh
+                                                ? 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)))
+                                                : z;
+                        REQUIRE(std::abs(double(c[size_t(i * n + j)]) - want) <= 1e-5 * (1 + std::abs(want)) + 1e-7 * double(k));
+                        if (ep.pre) REQUIRE(std::abs(double(pre[size_t(i * (n + 3) + j)]) - z) <= 1e-5 * (1 + std::abs(z)));
+                    }
+                }
+            }
 }

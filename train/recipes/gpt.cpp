@@ -107,7 +107,7 @@ Recipe gpt_recipe() {
                 "fortunes, character-level";
     r.defaults.model = "gpt";
     r.defaults.data = "fortunes";
-    r.defaults.epochs = 8;
+    r.defaults.epochs = 5;
     r.defaults.batch_size = 16;
     r.defaults.clip_grad = 1.0;
     r.defaults.log_every = 64;
