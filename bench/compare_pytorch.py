@@ -76,8 +76,11 @@ Both modes print how many CPUs other processes kept busy meanwhile: with as
 many threads as cores, one busy core slows either engine many times over.
 --json prints one JSON object instead of the tables.
 """
-import argparse, copy, gzip, json, math, os, re, resource, statistics, struct, subprocess, sys, tempfile, time
+import argparse, copy, gzip, json, math, os, re, statistics, struct, sys, tempfile, time
 from pathlib import Path
+
+from compare_common import (OtherLoad, cuda_settings, device_args, fused_adamw, info_line,
+                            load_line, precision, run_child, summarize, torch_info)
 
 REPO = Path(__file__).resolve().parent.parent
 MEAN, STD = 0.2860, 0.3530                       # Fashion-MNIST's training-set statistics
@@ -155,23 +158,6 @@ def augment(x, crop, gen):
 
 # ---- The PyTorch side of `train`, run in a child process ----
 
-def fused_adamw(torch, groups, lr, weight_decay=None):
-    """AdamW as one fused kernel, as ember's update (PyTorch's CPU default is a loop of ops)."""
-    kw = {} if weight_decay is None else {"weight_decay": weight_decay}
-    try:
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True, **kw)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, **kw)
-
-
-def cuda_settings(torch):
-    """ember's CUDA defaults in PyTorch: f32 without TF32 (PyTorch's cuDNN allows it for
-    convolutions by default, ember's convolutions run FMA math), cuDNN benchmark mode on."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-
-
 def torch_train(cfg):
     import torch
     import torch.nn.functional as F
@@ -241,145 +227,10 @@ def torch_train(cfg):
     return {"epochs": records, "params": sum(p.numel() for p in params)}
 
 
-# ---- Running children: output, exit status and peak RSS of each ----
-
-def run_child(cmd, env=None):
-    """Runs cmd; returns (stdout, peak RSS in MiB). wait4 gives this child's own peak
-    (RUSAGE_CHILDREN would give the largest of all children so far)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0), err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{stdout[-2000:]}{stderr[-2000:]}")
-    return stdout, usage.ru_maxrss / 1024  # KiB on Linux
-
-
-def torch_info(device="cpu"):
-    import torch
-    show = torch.__config__.show()
-    find = lambda pat: (re.search(pat, show) or [None, "?"])[1]
-    info = {"version": torch.__version__, "mkl": find(r"Math Kernel Library Version ([\d.]+)"),
-            "onednn": find(r"MKL-DNN (v[\d.]+)"), "cpu_capability": find(r"CPU capability usage: (\S+)")}
-    if device == "cuda":
-        info.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
-                    cudnn=torch.backends.cudnn.version())
-    return info
-
-
-class OtherLoad:
-    """CPUs that other processes kept busy, on average, since construction: all
-    busy CPU time (/proc/stat) less this process's and its children's."""
-
-    def __init__(self):
-        self.start = self.sample()
-
-    @staticmethod
-    def sample():
-        try:
-            with open("/proc/stat") as f:
-                v = [int(x) for x in f.readline().split()[1:9]]
-        except OSError:  # not Linux
-            return None
-        own = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage,
-                                                       (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
-        return time.monotonic(), (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK"), own
-
-    def cpus(self):
-        end = self.sample()
-        if self.start is None or end is None:
-            return None
-        (t0, busy0, own0), (t1, busy1, own1) = self.start, end
-        return max(0.0, (busy1 - busy0) - (own1 - own0)) / max(1e-9, t1 - t0)
-
-
-def load_line(busy):
-    if busy is None or busy < 0.2:
-        return ""
-    return (f"\nnote: other processes kept {busy:.1f} of {os.cpu_count()} CPUs busy during the run:"
-            " these timings are not clean measurements")
-
-
-def info_line(t):
-    if "gpu" in t:
-        return f"torch {t['version']}: {t['gpu']}, CUDA {t['cuda']}, cuDNN {t['cudnn']}"
-    return f"torch {t['version']}: MKL {t['mkl']}, oneDNN {t['onednn']}, CPU capability {t['cpu_capability']}"
-
-
-def device_args(a):
-    """ember train's flags for --device, --amp and --workers (none given: its own defaults)."""
-    args = ["--device", a.device]
-    if a.amp != "off":
-        args += ["--amp", a.amp]
-    if a.workers is not None:
-        args += ["--workers", a.workers]
-    return args
-
-
-def precision(a):
-    return "f32, TF32 off" if a.amp == "off" else f"autocast {a.amp}"
-
-
-def summarize(epochs, rss):
-    return {"samples_per_s_mean": statistics.mean(e["samples_per_s"] for e in epochs),
-            "samples_per_s_last": epochs[-1]["samples_per_s"],
-            "epoch_time_s_mean": statistics.mean(e["epoch_time_s"] for e in epochs),
-            "test_acc": epochs[-1].get("test_acc"), "peak_rss_mib": rss, "epochs": epochs}
-
-
-# ---- The two modes ----
-
-def gpt_train_mode(a):
-    """train --model gpt: ember's default gpt run beside bench/torch_gpt.py's mirror."""
-    load = OtherLoad()
-    with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
-        cmd = [a.ember, "train", "--model", "gpt", "--threads", a.threads, "--seed", a.seed,
-               *device_args(a), "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
-        cmd += ["--epochs", a.epochs] if a.epochs else []
-        cmd += ["--limit", a.limit] if a.limit else []
-        cmd += ["--data-dir", a.data_dir] if a.data_dir else []
-        ember_out, ember_rss = run_child(cmd)
-        with open(os.path.join(tmp, "run", "config.toml")) as f:
-            conf = dict(re.findall(r'^([a-z-]+)=\"?([^"\n]*)\"?$', f.read(), re.M))
-        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f if line.strip()]
-    ember = summarize([r for r in records if r.get("kind") == "epoch"], ember_rss)
-    m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", ember_out)
-    cfg = {"model": "gpt", "epochs": int(conf["epochs"]), "batch": int(conf["batch-size"]),
-           "limit": int(conf["limit"]), "threads": a.threads, "seed": a.seed, "data_dir": a.data_dir,
-           "amp": a.amp, "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
-           **{k: int(conf[k]) for k in ("layers", "heads", "embd", "block")}}
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    out, torch_rss = run_child([sys.executable, __file__, "_torch_worker", json.dumps(cfg)], env)
-    worker = json.loads(out.strip().splitlines()[-1])
-    torch_res = summarize(worker["epochs"], torch_rss)
-    ratio, busy = ember["samples_per_s_mean"] / torch_res["samples_per_s_mean"], load.cpus()
-    diff = ember["epochs"][-1]["test_loss"] - torch_res["epochs"][-1]["test_loss"]
-    res = {"mode": "train", "config": cfg, "torch": worker["torch"], "ember": ember, "pytorch": torch_res,
-           "ember_over_pytorch_samples_per_s": ratio, "validation_loss_difference": diff,
-           "other_busy_cpus": busy}
-    if a.json:
-        return print(json.dumps(res, indent=2))
-    print(f"train: gpt ({worker['params']} parameters), {cfg['epochs']} epoch(s) of "
-          f"{cfg['limit'] or 8192} windows, batch {cfg['batch']}, {a.threads} threads, seed {a.seed}, "
-          f"{precision(a)}")
-    print(info_line(worker["torch"]))
-    print(f"\n{'':34}{'ember':>12}{'PyTorch':>12}")
-    for e, t in zip(ember["epochs"], torch_res["epochs"]):
-        print(f"{'validation loss, epoch ' + str(e['epoch'] + 1):34}{e['test_loss']:>12.4f}{t['test_loss']:>12.4f}")
-    for label, key, fmt in (("windows/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
-                            ("epoch time (s), mean", "epoch_time_s_mean", "{:.1f}"),
-                            ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}")):
-        print(f"{label:34}{fmt.format(ember[key]):>12}{fmt.format(torch_res[key]):>12}")
-    print(f"\nvalidation loss, ember - PyTorch: {diff:+.4f}; ember / PyTorch windows/s: {ratio:.2f}x"
-          f"{load_line(busy)}")
-
-
 def train_mode(a):
     if a.model == "gpt":
-        return gpt_train_mode(a)
+        import torch_gpt
+        return torch_gpt.train_mode(a, __file__)
     data_dir, load = a.data_dir or default_data_dir(), OtherLoad()
     with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
         cmd = [a.ember, "train", "--model", a.model, "--epochs", a.epochs, "--batch-size", a.batch_size,
@@ -621,7 +472,7 @@ def step_mode_cuda(a):
           f"{100 * (data_wait or 0):.1f}% of the epoch")
     print(f"\n{'':24}{'ms/step':>10}   per window")
     for name in times:
-        label = name if name in ember_rows else f"PyTorch {name}"
+        label = name if name == "ember" else f"PyTorch {name}"
         print(f"{label:24}{med[name]:>10.3f}   " + " ".join(f"{t:.3f}" for t in times[name]))
     for name, why in unavailable.items():
         print(f"{'PyTorch ' + name:24}{'-':>10}   unavailable: {why}")

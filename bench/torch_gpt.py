@@ -18,7 +18,9 @@ biases, the two residual projections N(0, 0.02 / sqrt(2·layers)); a final
 LayerNorm; the head tied to the token embedding. AdamW (fused) with decay on
 matrices (dim >= 2) only, OneCycleLR as ember's, gradients clipped to norm 1.
 """
-import math, os, time
+import json, math, os, re, sys, tempfile, time
+
+from compare_common import OtherLoad, device_args, info_line, load_line, precision, run_child, summarize
 
 EVAL_BATCH = 64      # train/recipes/gpt.cpp: eval_batch_size
 WINDOWS = 8192       # train/recipes/gpt.cpp: kWindowsPerEpoch
@@ -203,3 +205,50 @@ def step_variants(torch, cfg, no_compile, warmup):
         except Exception as e:  # no compiler, an unsupported op, ...
             unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
     return variants, unavailable
+
+
+def train_mode(a, script):
+    """compare_pytorch.py train --model gpt: ember's default gpt run beside the mirror
+    above, run by `script` (compare_pytorch.py) in a child process."""
+    load = OtherLoad()
+    with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
+        cmd = [a.ember, "train", "--model", "gpt", "--threads", a.threads, "--seed", a.seed,
+               *device_args(a), "--log-every", 1 << 30, "--out", os.path.join(tmp, "run")]
+        cmd += ["--epochs", a.epochs] if a.epochs else []
+        cmd += ["--limit", a.limit] if a.limit else []
+        cmd += ["--data-dir", a.data_dir] if a.data_dir else []
+        ember_out, ember_rss = run_child(cmd)
+        with open(os.path.join(tmp, "run", "config.toml")) as f:
+            conf = dict(re.findall(r'^([a-z-]+)=\"?([^"\n]*)\"?$', f.read(), re.M))
+        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    ember = summarize([r for r in records if r.get("kind") == "epoch"], ember_rss)
+    m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", ember_out)
+    cfg = {"model": "gpt", "epochs": int(conf["epochs"]), "batch": int(conf["batch-size"]),
+           "limit": int(conf["limit"]), "threads": a.threads, "seed": a.seed, "data_dir": a.data_dir,
+           "amp": a.amp, "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
+           **{k: int(conf[k]) for k in ("layers", "heads", "embd", "block")}}
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    out, torch_rss = run_child([sys.executable, script, "_torch_worker", json.dumps(cfg)], env)
+    worker = json.loads(out.strip().splitlines()[-1])
+    torch_res = summarize(worker["epochs"], torch_rss)
+    ratio, busy = ember["samples_per_s_mean"] / torch_res["samples_per_s_mean"], load.cpus()
+    diff = ember["epochs"][-1]["test_loss"] - torch_res["epochs"][-1]["test_loss"]
+    res = {"mode": "train", "config": cfg, "torch": worker["torch"], "ember": ember, "pytorch": torch_res,
+           "ember_over_pytorch_samples_per_s": ratio, "validation_loss_difference": diff,
+           "other_busy_cpus": busy}
+    if a.json:
+        return print(json.dumps(res, indent=2))
+    print(f"train: gpt ({worker['params']} parameters), {cfg['epochs']} epoch(s) of "
+          f"{cfg['limit'] or 8192} windows, batch {cfg['batch']}, {a.threads} threads, seed {a.seed}, "
+          f"{precision(a)}")
+    print(info_line(worker["torch"]))
+    print(f"\n{'':34}{'ember':>12}{'PyTorch':>12}")
+    for e, t in zip(ember["epochs"], torch_res["epochs"]):
+        print(f"{'validation loss, epoch ' + str(e['epoch'] + 1):34}{e['test_loss']:>12.4f}{t['test_loss']:>12.4f}")
+    for label, key, fmt in (("windows/s, mean over epochs", "samples_per_s_mean", "{:.0f}"),
+                            ("epoch time (s), mean", "epoch_time_s_mean", "{:.1f}"),
+                            ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}")):
+        print(f"{label:34}{fmt.format(ember[key]):>12}{fmt.format(torch_res[key]):>12}")
+    print(f"\nvalidation loss, ember - PyTorch: {diff:+.4f}; ember / PyTorch windows/s: {ratio:.2f}x"
+          f"{load_line(busy)}")

@@ -55,6 +55,27 @@ void set_image_data(Task& task, const TrainConfig& c, data::Compose augment) {
     task.memory_format = effective_memory_format(c);
 }
 
+Recipe image_recipe(const std::string& name, const std::string& summary, double adamw_lr,
+                    std::function<std::shared_ptr<nn::Module>()> model,
+                    std::function<data::Compose()> augment, ForwardFn forward) {
+    Recipe r;
+    r.name = name;
+    r.summary = summary;
+    r.defaults.model = name;
+    r.adamw_lr = adamw_lr;
+    r.datasets = image_datasets();
+    r.make_task = [=](const TrainConfig& c) {
+        Task t;
+        t.name = name;
+        set_image_data(t, c, augment());
+        t.model = model();
+        t.forward = forward;
+        return t;
+    };
+    r.example_batch = random_image_batch;
+    return r;
+}
+
 data::Batch random_image_batch(const Task&, const TrainConfig&, int64_t n, Device device) {
     data::Batch b;
     b.input = randn({n, 1, 28, 28}, {DType::f32, device});

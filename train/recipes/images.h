@@ -22,4 +22,11 @@ void set_image_data(Task& task, const TrainConfig& c, data::Compose augment);
 /// A batch of n standard normal 1×28×28 images and random classes on `device`.
 data::Batch random_image_batch(const Task& task, const TrainConfig& c, int64_t n, Device device);
 
+/// An image recipe: `name`'s task from `model` and `augment` on the image
+/// data above, with `forward` for checkpointed activations, AdamW's peak LR
+/// `adamw_lr`, and TrainConfig's defaults otherwise.
+Recipe image_recipe(const std::string& name, const std::string& summary, double adamw_lr,
+                    std::function<std::shared_ptr<nn::Module>()> model,
+                    std::function<data::Compose()> augment, ForwardFn forward);
+
 }  // namespace ember::train

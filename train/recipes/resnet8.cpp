@@ -22,28 +22,15 @@ Tensor forward(nn::Module& model, const Tensor& x, bool checkpoint) {
     return r.fc->forward(adaptive_avg_pool2d(h, {1, 1}).flatten(1));
 }
 
-Task make_task(const TrainConfig& c) {
-    Task t;
-    t.name = "resnet8";
-    set_image_data(t, c, data::Compose{data::RandomCrop(28, 2), data::RandomHorizontalFlip()});
-    t.model = std::make_shared<nn::ResNet8>();
-    t.forward = forward;
-    return t;
-}
-
 }  // namespace
 
 Recipe resnet8_recipe() {
-    Recipe r;
-    r.name = "resnet8";
-    r.summary = "a small residual network (3 stages, 77,754 parameters) on Fashion-MNIST";
-    r.defaults.model = "resnet8";
-    // AdamW's one-cycle peak for 5 epochs at batch 128 (docs/train.md).
-    r.adamw_lr = 1e-2;
-    r.datasets = image_datasets();
-    r.make_task = make_task;
-    r.example_batch = random_image_batch;
-    return r;
+    return image_recipe(
+        "resnet8", "a small residual network (3 stages, 77,754 parameters) on Fashion-MNIST",
+        1e-2,  // AdamW's one-cycle peak for 5 epochs at batch 128 (docs/train.md)
+        [] { return std::make_shared<nn::ResNet8>(); },
+        [] { return data::Compose{data::RandomCrop(28, 2), data::RandomHorizontalFlip()}; },
+        forward);
 }
 
 }  // namespace ember::train
