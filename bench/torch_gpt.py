@@ -41,7 +41,9 @@ def read_fortunes(root):
         with open(os.path.join(root, name), "rb") as f:
             text = f.read().decode("utf-8")
         doc = []
-        for line in text.splitlines(keepends=True):
+        lines = [line + "\n" for line in text.split("\n")]  # ember splits at "\n" only
+        lines[-1] = lines[-1][:-1]
+        for line in filter(None, lines):
             if line in ("%\n", "%"):
                 if doc:
                     (val if index % 10 == 9 else train).append("".join(doc))

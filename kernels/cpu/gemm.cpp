@@ -32,8 +32,8 @@ namespace {
 
 constexpr int64_t kMr = 6;      // rows of the register tile
 constexpr int64_t kNr = 64;     // columns of the register tile (4 vectors)
-constexpr int64_t kKc = 256;    // k per block: a 6 × 256 panel of a stays in L1
-constexpr int64_t kMc = 96;     // rows per block of a (16 panels, 96 KB at kc = 256)
+constexpr int64_t kKc = 512;    // k per block: a 6 × 512 panel of a (12 KB) stays in L1
+constexpr int64_t kMc = 96;     // rows per block of a (16 panels, 192 KB at kc = 512: L2)
 constexpr int64_t kLanes = 16;
 
 using vec = vec16;

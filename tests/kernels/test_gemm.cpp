@@ -1,5 +1,5 @@
 // ember's f32 GEMM (kernels/cpu/gemm.cpp) against an f64 reference: shapes
-// off the 6 × 64 tile and the 256-deep k-blocks, every layout of a and b,
+// off the 6 × 64 tile and the 512-deep k-blocks, every layout of a and b,
 // leading dimensions past the matrix, accumulation, K = 0; the same bits for
 // any thread count.
 #include <catch2/catch.hpp>
