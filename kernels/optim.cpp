@@ -42,9 +42,11 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
     const size_t n = t.params.size();
     EMBER_CHECK(t.grads.size() == n, op, ": ", n, " parameters but ", t.grads.size(), " gradients");
     EMBER_CHECK((states >= 1 ? t.state1.size() == n : t.state1.empty()) &&
-                    (states >= 2 ? t.state2.size() == n : t.state2.empty()),
+                    (states >= 2 ? t.state2.size() == n : t.state2.empty()) &&
+                    (states >= 3 ? t.state3.size() == n : t.state3.empty()),
                 op, ": expected ", states, " state buffer(s) per parameter for ", n,
-                " parameters, got ", t.state1.size(), " and ", t.state2.size());
+                " parameters, got ", t.state1.size(), ", ", t.state2.size(), " and ",
+                t.state3.size());
     EMBER_CHECK(t.copies.empty() || t.copies.size() == n, op, ": ", n, " parameters but ",
                 t.copies.size(), " copies");
     EMBER_CHECK(t.steps.empty() || t.steps.size() == n, op, ": ", n, " parameters but ",
@@ -114,7 +116,8 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
                     op, ": gradient ", i, " ", describe(t.grads[i]), " cannot update parameter ",
                     describe(p), " (same dtype, or f16/bf16 gradients of f32 master weights)");
         const std::vector<const Tensor*> state = {states >= 1 ? &t.state1[i] : nullptr,
-                                                  states >= 2 ? &t.state2[i] : nullptr};
+                                                  states >= 2 ? &t.state2[i] : nullptr,
+                                                  states >= 3 ? &t.state3[i] : nullptr};
         for (const Tensor* s : state) {
             if (!s) continue;
             check_dense(op, "state buffer", i, *s, p);
@@ -143,6 +146,7 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
         l.slots.push_back({p.data_ptr(), t.grads[i].data_ptr(),
                            states >= 1 ? t.state1[i].data_ptr() : nullptr,
                            states >= 2 ? t.state2[i].data_ptr() : nullptr,
+                           states >= 3 ? t.state3[i].data_ptr() : nullptr,
                            copy >= 0 ? t.copies[i].data_ptr() : nullptr, p.numel(),
                            t.steps.empty() ? nullptr : t.steps[i].data<int64_t>(),
                            t.steps.empty() ? nullptr : t.next_steps[i].data<int64_t>()});
@@ -159,7 +163,7 @@ std::vector<UpdateList> make_lists(const char* op, const UpdateTensors& t, size_
 
 // What an update wrote: every parameter, state buffer, copy and next step count.
 void bump_versions(const UpdateTensors& t) {
-    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.copies, &t.next_steps})
+    for (const auto* list : {&t.params, &t.state1, &t.state2, &t.state3, &t.copies, &t.next_steps})
         for (const Tensor& x : *list) x.storage()->bump_version();
 }
 
@@ -175,7 +179,7 @@ std::vector<UpdateList> grad_lists(const char* op, const std::vector<Tensor>& ts
                     " but tensor 0 is on ", ts[0].device());
         UpdateList& l = lists[x.dtype()];
         l.param = x.dtype();
-        l.slots.push_back({x.data_ptr(), nullptr, nullptr, nullptr, nullptr, x.numel()});
+        l.slots.push_back({x.data_ptr(), nullptr, nullptr, nullptr, nullptr, nullptr, x.numel()});
     }
     std::vector<UpdateList> out;
     for (auto& [dtype, l] : lists) {
@@ -202,8 +206,8 @@ double update_flops(const UpdateTensors& t, double per_element) {
 
 void adam_update(const UpdateTensors& t, const AdamArgs& a) {
     EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", a.step);
-    for (const UpdateList& l : make_lists("adam_update", t, 2))
-        dispatch({"adam_update", device_of(t.params), {}, update_flops(t, 12)},
+    for (const UpdateList& l : make_lists("adam_update", t, a.amsgrad ? 3 : 2))
+        dispatch({"adam_update", device_of(t.params), {}, update_flops(t, a.amsgrad ? 13 : 12)},
                  [&] { cpu::adam_update(l, a); },
                  [&](auto stream) { cuda::adam_update(l, a, stream); });
     bump_versions(t);

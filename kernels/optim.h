@@ -47,6 +47,7 @@ struct UpdateSlot {
     const void* grad = nullptr;   ///< read
     void* state1 = nullptr;       ///< exp_avg or the momentum buffer
     void* state2 = nullptr;       ///< exp_avg_sq
+    void* state3 = nullptr;       ///< max_exp_avg_sq (AMSGrad)
     void* copy = nullptr;         ///< a low-precision copy written after the update
     int64_t numel = 0;
     const int64_t* step = nullptr;  ///< the tensor's applied steps so far (Note [Device step counts])
@@ -78,6 +79,7 @@ struct AdamArgs {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
     bool decoupled = true;  ///< AdamW's decay of the weights; false: Adam's L2 on the gradient
     int64_t step = 1;
+    bool amsgrad = false;   ///< the running maximum of exp_avg_sq (state3) in the denominator
 };
 struct SgdArgs {
     double lr = 1e-2, momentum = 0, dampening = 0, weight_decay = 0;
@@ -135,7 +137,7 @@ struct LarsArgs {
 // ---- Fronts (one dispatch per dtype signature; checks name the op) ----
 
 /// The tensors of one update: params (updated in place) and their grads, the
-/// optimizer's state buffers (state1, state2: as many as the rule needs,
+/// optimizer's state buffers (state1, state2, state3: as many as the rule needs,
 /// each like its param, zeroed by the caller before the first step), and
 /// optional low-precision copies written after the update (same shapes).
 /// Everything dense, on one device; grads may be of a lower precision than
@@ -147,7 +149,7 @@ struct LarsArgs {
 /// `momentum_table` (undefined, or f64 vectors of one length >= 1 there; they
 /// need the step counts): Note [Schedule tables].
 struct UpdateTensors {
-    std::vector<Tensor> params, grads, state1, state2, copies;
+    std::vector<Tensor> params, grads, state1, state2, state3, copies;
     bool stochastic_copy = false;  ///< bf16 copies rounded stochastically,
     uint64_t seed = 0, step = 0;   ///< from Philox stream `step` under `seed`
     std::vector<Tensor> steps;       ///< per-parameter step counts read by the update

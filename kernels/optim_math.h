@@ -17,11 +17,24 @@ namespace ember::math {
 /// Adam / AdamW scalars of one step t (PyTorch's algorithm): step_size =
 /// lr / (1 − β1^t), inv_bc2_sqrt = 1 / sqrt(1 − β2^t); `decay` is
 /// 1 − lr·weight_decay for AdamW (decoupled) and 1 otherwise; `l2` is
-/// weight_decay for Adam (added to the gradient) and 0 for AdamW.
+/// weight_decay for Adam (added to the gradient) and 0 for AdamW. Every
+/// coefficient is formed in f64 and rounded to A once (Note [Coefficients
+/// in f64]).
 template <class A>
 struct AdamScalars {
-    A beta1, beta2, eps, step_size, inv_bc2_sqrt, decay, l2;
+    A one_minus_beta1, beta2, one_minus_beta2, eps, step_size, inv_bc2_sqrt, decay, l2;
 };
+
+// Note [Coefficients in f64]
+// A rule's coefficients are formed from the f64 hyper-parameters and rounded
+// to the accumulation type once: 1 − β2 is A(1 − β2), never A(1) − A(β2).
+// The second form subtracts the already rounded β2 and makes the error of
+// its rounding relative to a small number: with β2 = 0.999 in f32, 1 − β2
+// comes out 0.00099998713 (1.3e-5 too small), so every exp_avg_sq would be
+// off by that much on every step, and by 1.7e-4 at β2 = 0.9999 and 1.4e-3
+// at 0.99999 (tests/optim/test_optimizers.cpp checks the state at all
+// three). PyTorch computes these in Python floats (f64) likewise. The same
+// holds for 1 − β1, 1 − dampening and the bias corrections.
 
 /// 1 − β^t: Adam's and LAMB's bias correction of step t. The host and the
 /// CUDA blocks that read their step count from memory (Note [Device step
@@ -66,8 +79,9 @@ template <class A>
 EMBER_HD EMBER_INLINE AdamScalars<A> adam_scalars(double lr, double beta1, double beta2,
                                                   double eps, double weight_decay,
                                                   bool decoupled, int64_t t) {
-    return {A(beta1),
+    return {A(1 - beta1),
             A(beta2),
+            A(1 - beta2),
             A(eps),
             A(lr / bias_correction(beta1, t)),
             A(1 / std::sqrt(bias_correction(beta2, t))),
@@ -75,15 +89,25 @@ EMBER_HD EMBER_INLINE AdamScalars<A> adam_scalars(double lr, double beta1, doubl
             A(decoupled ? 0 : weight_decay)};
 }
 
-/// One Adam/AdamW element: g += l2·p; p *= decay; m = β1·m + (1 − β1)·g;
-/// v = β2·v + (1 − β2)·g²; p −= step_size · m / (sqrt(v)·inv_bc2_sqrt + eps).
+/// The larger of the running maximum and v, NaN from either kept (as
+/// torch.maximum): AMSGrad's max_exp_avg_sq.
 template <class A>
-EMBER_HD EMBER_INLINE void adam_element(A& p, A g, A& m, A& v, const AdamScalars<A>& s) {
+EMBER_HD EMBER_INLINE A amsgrad_max(A running, A v) {
+    return (v > running || v != v) ? v : running;
+}
+
+/// One Adam/AdamW element: g += l2·p; p *= decay; m = β1·m + (1 − β1)·g;
+/// v = β2·v + (1 − β2)·g²; with AMSGrad (vmax not null) vmax = max(vmax, v)
+/// takes v's place below; p −= step_size · m / (sqrt(v)·inv_bc2_sqrt + eps).
+template <class A>
+EMBER_HD EMBER_INLINE void adam_element(A& p, A g, A& m, A& v, A* vmax, const AdamScalars<A>& s) {
     g = g + s.l2 * p;
     p = p * s.decay;
-    m = m + (A(1) - s.beta1) * (g - m);  // lerp(m, g, 1 − β1), as PyTorch
-    v = s.beta2 * v + (A(1) - s.beta2) * g * g;
-    const A denom = std::sqrt(v) * s.inv_bc2_sqrt + s.eps;
+    m = m + s.one_minus_beta1 * (g - m);  // lerp(m, g, 1 − β1), as PyTorch
+    v = s.beta2 * v + s.one_minus_beta2 * g * g;
+    A second = v;
+    if (vmax) second = *vmax = amsgrad_max(*vmax, v);
+    const A denom = std::sqrt(second) * s.inv_bc2_sqrt + s.eps;
     p = p - s.step_size * m / denom;
 }
 
@@ -95,10 +119,11 @@ EMBER_HD EMBER_INLINE A adam_direction(A m, A v, A inv_bc1, A inv_bc2_sqrt, A ep
 }
 
 /// SGD scalars (PyTorch's algorithm): on the first step the momentum buffer
-/// starts as the gradient itself (`first`), without dampening.
+/// starts as the gradient itself (`first`), without dampening. 1 − dampening
+/// is formed in f64 (Note [Coefficients in f64]).
 template <class A>
 struct SgdScalars {
-    A lr, momentum, dampening, weight_decay;
+    A lr, momentum, one_minus_dampening, weight_decay;
     bool nesterov, first;
 };
 
@@ -108,7 +133,7 @@ template <class A>
 EMBER_HD EMBER_INLINE void sgd_element(A& p, A g, A* buf, const SgdScalars<A>& s) {
     A d = g + s.weight_decay * p;
     if (buf) {
-        *buf = s.first ? d : s.momentum * *buf + (A(1) - s.dampening) * d;
+        *buf = s.first ? d : s.momentum * *buf + s.one_minus_dampening * d;
         d = s.nesterov ? d + s.momentum * *buf : *buf;
     }
     p = p - s.lr * d;
@@ -134,7 +159,9 @@ EMBER_HD EMBER_INLINE double lars_trust(double param_norm, double grad_norm, dou
 /// host and in a one-thread CUDA kernel alike: after an overflow (found_inf
 /// nonzero) scale *= backoff, the growth tracker restarts and the skip count
 /// grows; else the tracker grows and, at `interval`, scale *= growth and the
-/// tracker restarts. The product in f64, rounded to f32 once; the flag clears.
+/// tracker restarts. The product in f64, rounded to f32 once; a growth that
+/// would round to infinity keeps the scale (PyTorch's rule: the scale stays
+/// finite, so steps are never all skipped). The flag clears.
 EMBER_HD EMBER_INLINE void update_scale(float& scale, float& found_inf, int64_t& tracker,
                                         int64_t& skipped, double growth, double backoff,
                                         int64_t interval) {
@@ -144,7 +171,8 @@ EMBER_HD EMBER_INLINE void update_scale(float& scale, float& found_inf, int64_t&
         tracker = 0;
         skipped += 1;
     } else if (++tracker == interval) {
-        s *= growth;
+        const bool finite = (float_bits(float(s * growth)) & 0x7f800000u) != 0x7f800000u;
+        if (finite) s *= growth;
         tracker = 0;
     }
     scale = float(s);

@@ -7,7 +7,7 @@
 namespace ember::optim {
 
 namespace {
-Hyper adam_hyper(double lr, double beta1, double beta2, double eps, double wd) {
+Hyper adam_hyper(double lr, double beta1, double beta2, double eps, double wd, bool amsgrad) {
     EMBER_CHECK(lr >= 0 && beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && eps >= 0 &&
                     wd >= 0,
                 "Adam: need lr >= 0, 0 <= beta1, beta2 < 1, eps >= 0, weight_decay >= 0; got lr ",
@@ -18,6 +18,7 @@ Hyper adam_hyper(double lr, double beta1, double beta2, double eps, double wd) {
     h.beta2 = beta2;
     h.eps = eps;
     h.weight_decay = wd;
+    h.amsgrad = amsgrad;
     return h;
 }
 }  // namespace
@@ -25,17 +26,17 @@ Hyper adam_hyper(double lr, double beta1, double beta2, double eps, double wd) {
 Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o) : Adam(std::move(groups), o, false) {}
 
 Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups), adam_hyper(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay)),
+    : Optimizer(std::move(groups), adam_hyper(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad)),
       decoupled_(decoupled) {}
 
 AdamW::AdamW(std::vector<GroupSpec> groups, const AdamWOptions& o)
-    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
 
 void Adam::update(const Hyper& h, const Batch& b) {
     const kernels::UpdateTensors t = update_tensors(b);
     // The step (and, with a schedule's tables, the LR and beta1) comes from each
     // parameter's own count (b.steps).
-    kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1});
+    kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1, h.amsgrad});
 }
 
 }  // namespace ember::optim

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops/elementwise.h"
@@ -18,10 +19,12 @@
 namespace ember::amp {
 
 GradScaler::GradScaler(const GradScalerOptions& o) : o_(o), host_scale_(o.init_scale) {
-    EMBER_CHECK(o.init_scale > 0 && std::isfinite(o.init_scale) && o.growth_factor > 1 &&
+    // The scale lives in f32: init_scale must be a finite f32.
+    EMBER_CHECK(o.init_scale > 0 && o.init_scale <= std::numeric_limits<float>::max() &&
+                    std::isfinite(o.growth_factor) && o.growth_factor > 1 &&
                     o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval >= 1,
-                "GradScaler: need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and "
-                "growth_interval >= 1; got ", o.init_scale, ", ", o.growth_factor, ", ",
+                "GradScaler: need 0 < init_scale <= 3.4e38 (f32), finite growth_factor > 1, "
+                "0 < backoff_factor < 1 and growth_interval >= 1; got ", o.init_scale, ", ", o.growth_factor, ", ",
                 o.backoff_factor, ", ", o.growth_interval);
 }
 
@@ -112,7 +115,7 @@ void GradScaler::load_state(const std::string& text) {
                 "GradScaler state: expected scale, growth_tracker and skipped");
     const double scale = j["scale"].get<double>();
     const int64_t tracker = j["growth_tracker"].get<int64_t>(), skipped = j["skipped"].get<int64_t>();
-    EMBER_CHECK(scale > 0 && std::isfinite(scale) && tracker >= 0 &&
+    EMBER_CHECK(scale > 0 && scale <= std::numeric_limits<float>::max() && tracker >= 0 &&
                     tracker < o_.growth_interval && skipped >= 0,
                 "GradScaler state: scale ", scale, ", growth_tracker ", tracker, " or skipped ",
                 skipped, " out of range");

@@ -81,6 +81,9 @@ public:
 
     /// The scale (a host sync on CUDA).
     double get_scale() const;
+    /// The scale as its one-element f32 tensor on the device, to be read
+    /// together with other values (undefined before the first scale()).
+    const Tensor& scale_tensor() const { return scale_; }
     bool enabled() const { return o_.enabled; }
     /// Steps skipped so far (a host sync on CUDA).
     int64_t skipped() const;

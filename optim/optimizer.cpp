@@ -91,12 +91,12 @@ void Optimizer::run_step(const Tensor& found_inf) {
             State& st = state_[gi][i];
             // State follows its parameter (Module::to moves parameters, not state).
             const TensorOptions like{kernels::acc_dtype(p.dtype()), p.device(), false};
-            for (Tensor* b : {&st.buffer1, &st.buffer2}) {
-                if ((b == &st.buffer1 ? 1 : 2) > nbuf) continue;
-                if (!b->defined())
-                    *b = zeros(p.shape(), like);
-                else if (b->device() != p.device() || b->dtype() != like.dtype)
-                    *b = b->to(p.device()).to(like.dtype);
+            for (int k = 0; k < nbuf; ++k) {
+                Tensor& b = st.buffers[k];
+                if (!b.defined())
+                    b = zeros(p.shape(), like);
+                else if (b.device() != p.device() || b.dtype() != like.dtype)
+                    b = b.to(p.device()).to(like.dtype);
             }
             if (!counts.defined())
                 counts = zeros({2 * int64_t(g.params.size())}, {DType::i64, p.device()});
@@ -104,8 +104,8 @@ void Optimizer::run_step(const Tensor& found_inf) {
                 counts = counts.to(p.device());
             batch.params.push_back(p);
             batch.grads.push_back(kernels::contiguous(grad));
-            if (nbuf >= 1) batch.state1.push_back(st.buffer1);
-            if (nbuf >= 2) batch.state2.push_back(st.buffer2);
+            std::vector<Tensor>* lists[] = {&batch.state1, &batch.state2, &batch.state3};
+            for (int k = 0; k < nbuf; ++k) lists[k]->push_back(st.buffers[k]);
             if (!g.model.empty()) batch.copies.push_back(g.model[i]);
             included.push_back(i);
         }
@@ -167,6 +167,7 @@ kernels::UpdateTensors Optimizer::update_tensors(const Batch& b) const {
     t.grads = b.grads;
     t.state1 = b.state1;
     t.state2 = b.state2;
+    t.state3 = b.state3;
     t.copies = b.copies;
     t.stochastic_copy = stochastic_;
     t.seed = seed_;

@@ -33,6 +33,7 @@ struct Hyper {
     double dampening = 0;              ///< SGD
     bool nesterov = false;             ///< SGD
     double beta1 = 0.9, beta2 = 0.999; ///< Adam, AdamW, LAMB
+    bool amsgrad = false;              ///< Adam, AdamW: the running maximum of exp_avg_sq
     double eps = 1e-8;                 ///< Adam, AdamW, LAMB, LARS
     double trust_coefficient = 1e-3;   ///< LARS: η
     bool exclude_from_lars = false;    ///< LARS: plain momentum SGD here (biases, norms)
@@ -127,7 +128,8 @@ public:
     void set_stochastic_rounding(bool on, uint64_t seed = 0);
 
     /// The state as named tensors ("g<group>.p<index>.<buffer>": exp_avg,
-    /// exp_avg_sq, momentum_buffer; parameters that took a step) and a JSON
+    /// exp_avg_sq, max_exp_avg_sq, momentum_buffer; parameters that took a
+    /// step) and a JSON
     /// string with the optimizer's name, steps, step calls, each parameter's
     /// step and the groups' hyper-parameters. Both read the step counts
     /// back from the device: on CUDA, a host sync.
@@ -155,7 +157,7 @@ protected:
     /// rules pass them on as kernels::UpdateTensors' steps, next_steps,
     /// found_inf, lr_table and momentum_table.
     struct Batch {
-        std::vector<Tensor> params, grads, state1, state2, copies, steps, next_steps;
+        std::vector<Tensor> params, grads, state1, state2, state3, copies, steps, next_steps;
         Tensor found_inf, lr_table, momentum_table;
     };
     /// Applies the rule to one batch of one group.
@@ -163,8 +165,8 @@ protected:
     /// The kernels' view of a batch (kernels/optim.h), with the
     /// stochastic-rounding stream of this call.
     kernels::UpdateTensors update_tensors(const Batch& b) const;
-    /// How many state buffers a parameter of a group with `h` keeps (0, 1 or
-    /// 2), and their names in saved state.
+    /// How many state buffers a parameter of a group with `h` keeps (0 to
+    /// 3), and their names in saved state.
     virtual int buffers(const Hyper& h) const = 0;
     virtual const char* buffer_name(int k) const = 0;
     /// The hyper-parameter momentum() names: Hyper::momentum (SGD, LARS) or
@@ -176,7 +178,7 @@ protected:
 
 private:
     struct State {
-        Tensor buffer1, buffer2;  // undefined until the first update
+        Tensor buffers[3];  // undefined until the first update; as many as buffers()
     };
     // A group's schedule tables: the values, and their copies on the
     // parameters' device (made at the next step).

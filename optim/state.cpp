@@ -35,6 +35,7 @@ json hyper_json(const Hyper& h) {
             {"nesterov", h.nesterov},
             {"beta1", h.beta1},
             {"beta2", h.beta2},
+            {"amsgrad", h.amsgrad},
             {"eps", h.eps},
             {"trust_coefficient", h.trust_coefficient},
             {"exclude_from_lars", h.exclude_from_lars}};
@@ -65,6 +66,7 @@ Hyper parse_hyper(const json& o) {
     h.nesterov = boolean(o, "nesterov");
     h.beta1 = number(o, "beta1", 0, 1);
     h.beta2 = number(o, "beta2", 0, 1);
+    h.amsgrad = o.contains("amsgrad") && boolean(o, "amsgrad");  // absent in older files: off
     h.eps = number(o, "eps", 0, 1);
     h.trust_coefficient = number(o, "trust_coefficient", 0, 1e9);
     h.exclude_from_lars = boolean(o, "exclude_from_lars");
@@ -82,8 +84,9 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
         for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
             if (counts[i] == 0) continue;
             const State& s = state_[gi][i];
-            if (s.buffer1.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(0)), s.buffer1);
-            if (s.buffer2.defined()) out.emplace_back(buffer_key(gi, i, buffer_name(1)), s.buffer2);
+            for (int k = 0; k < buffers(groups_[gi].hyper); ++k)
+                if (s.buffers[k].defined())
+                    out.emplace_back(buffer_key(gi, i, buffer_name(k)), s.buffers[k]);
         }
     }
     return out;
@@ -180,7 +183,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
                 // Its own copy, in the state's dtype, on the parameter's device.
                 Tensor b = empty(p.shape(), {kernels::acc_dtype(p.dtype()), p.device(), false});
                 kernels::copy(b, t);
-                (k == 0 ? s.buffer1 : s.buffer2) = b;
+                s.buffers[k] = b;
                 ++used;
             }
             state[gi].push_back(std::move(s));

@@ -2,7 +2,8 @@
 // kernels/optim.h): Adam/AdamW, SGD, LAMB, LARS, the global norm, clipping and
 // the loss scaler's unscale pass and scale update. Each walks the chunk table with OpenMP; the
 // element math is kernels/optim_math.h, shared with the CUDA kernels.
-// Bytes per f32 parameter: Adam 28 (p, g, m, v read; p, m, v written), SGD
+// Bytes per f32 parameter: Adam 28 (p, g, m, v read; p, m, v written; 36
+// with AMSGrad's running maximum), SGD
 // with momentum 20, LAMB 44 (two passes: the norms need the whole tensor),
 // LARS 32; +2 per element for a bf16/f16 copy. FLOPs: ~10 per element.
 // With step counts and schedule tables (Note [Device step counts], Note
@@ -134,10 +135,19 @@ void adam_update(const UpdateList& l, const AdamArgs& a) {
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict m = static_cast<A*>(t.state1);
             A* __restrict v = static_cast<A*>(t.state2);
-            for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
-                A x = cast<A>(p[i]);
-                math::adam_element(x, cast<A>(g[i]), m[i], v[i], s);
-                p[i] = cast<P>(x);
+            A* __restrict vmax = static_cast<A*>(t.state3);  // null without AMSGrad
+            if (vmax) {
+                for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
+                    A x = cast<A>(p[i]);
+                    math::adam_element(x, cast<A>(g[i]), m[i], v[i], vmax + i, s);
+                    p[i] = cast<P>(x);
+                }
+            } else {
+                for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
+                    A x = cast<A>(p[i]);
+                    math::adam_element(x, cast<A>(g[i]), m[i], v[i], static_cast<A*>(nullptr), s);
+                    p[i] = cast<P>(x);
+                }
             }
             write_copy<P>(l, t, c);
         });
@@ -154,7 +164,7 @@ void sgd_update(const UpdateList& l, const SgdArgs& a) {
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
             // The first step is t = 1: the Args' `first` as a step.
             const math::StepValues h = values_of(l, t, a.first ? 1 : 2, a.lr, a.momentum);
-            const math::SgdScalars<A> s{A(h.lr),           A(h.momentum), A(a.dampening),
+            const math::SgdScalars<A> s{A(h.lr),           A(h.momentum), A(1 - a.dampening),
                                         A(a.weight_decay), a.nesterov,    h.t == 1};
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
@@ -184,13 +194,14 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const A b2(a.beta2), eps(a.eps), wd(a.weight_decay);
+        // Coefficients formed in f64 (Note [Coefficients in f64] in kernels/optim_math.h).
+        const A b2(a.beta2), one_minus_b2(1 - a.beta2), eps(a.eps), wd(a.weight_decay);
         // Each slot's step values: β1, the bias corrections, the LR.
         std::vector<math::StepValues> h(l.slots.size());
-        std::vector<A> b1_of(l.slots.size()), bc1_of(l.slots.size()), bc2_of(l.slots.size());
+        std::vector<A> one_minus_b1_of(l.slots.size()), bc1_of(l.slots.size()), bc2_of(l.slots.size());
         for (size_t k = 0; k < l.slots.size(); ++k) {
             h[k] = values_of(l, l.slots[k], a.step, a.lr, a.beta1);
-            b1_of[k] = A(h[k].momentum);
+            one_minus_b1_of[k] = A(1 - h[k].momentum);
             bc1_of[k] = A(1 / math::bias_correction(h[k].momentum, h[k].t));
             bc2_of[k] = A(1 / std::sqrt(math::bias_correction(a.beta2, h[k].t)));
         }
@@ -202,12 +213,12 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
             A* m = static_cast<A*>(t.state1);
             A* v = static_cast<A*>(t.state2);
             const A inv_bc1 = bc1_of[size_t(c.tensor)], inv_bc2_sqrt = bc2_of[size_t(c.tensor)];
-            const A b1 = b1_of[size_t(c.tensor)];
+            const A one_minus_b1 = one_minus_b1_of[size_t(c.tensor)];
             double sp = 0, sr = 0;
             for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
                 const A x = cast<A>(p[i]), gi = cast<A>(g[i]);
-                m[i] = m[i] + (A(1) - b1) * (gi - m[i]);
-                v[i] = b2 * v[i] + (A(1) - b2) * gi * gi;
+                m[i] = m[i] + one_minus_b1 * (gi - m[i]);
+                v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
                 const A r = math::adam_direction(m[i], v[i], inv_bc1, inv_bc2_sqrt, eps) + wd * x;
                 sp += double(x) * double(x);
                 sr += double(r) * double(r);

@@ -9,7 +9,8 @@ namespace ember::kernels::cpu {
 // State buffers (state1, state2) are of the accumulation type of the
 // parameters: f32 for f32, f16 and bf16 parameters, f64 for f64.
 
-/// Adam / AdamW on every slot (param, grad, state1 = exp_avg, state2 = exp_avg_sq).
+/// Adam / AdamW on every slot (param, grad, state1 = exp_avg, state2 = exp_avg_sq,
+/// state3 = AMSGrad's max_exp_avg_sq or null).
 void adam_update(const UpdateList& l, const AdamArgs& a);
 /// SGD (state1 = momentum buffer, null without momentum).
 void sgd_update(const UpdateList& l, const SgdArgs& a);

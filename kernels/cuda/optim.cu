@@ -75,8 +75,9 @@ struct AdamHyper {
     int64_t step;  // the host's step, for entries without their own count
 };
 
-// Adam/AdamW, one pass: the step count advances in it (advance_count).
-template <class P, class G, int K>
+// Adam/AdamW, one pass: the step count advances in it (advance_count);
+// kAms: AMSGrad's running maximum of v (state3) in the denominator.
+template <class P, class G, int K, bool kAms>
 __global__ void __launch_bounds__(kUpdateBlock)
     adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamHyper h,
                 const StepArgs st, const CopyArgs c) {
@@ -94,13 +95,18 @@ __global__ void __launch_bounds__(kUpdateBlock)
     const G* g = static_cast<const G*>(e.grad);
     A* m = static_cast<A*>(e.state1);
     A* v = static_cast<A*>(e.state2);
+    A* vmax = static_cast<A*>(e.state3);
     walk<K>(range_of(e), e.vec, [&](auto kk, int64_t i) {
         constexpr int k = decltype(kk)::value;
-        A x[k], gi[k], mi[k], vi[k];
+        A x[k], gi[k], mi[k], vi[k], wi[k];
         load<k>(p, i, x), load<k>(g, i, gi), load<k>(m, i, mi), load<k>(v, i, vi);
+        if constexpr (kAms) load<k>(vmax, i, wi);
 #pragma unroll
-        for (int j = 0; j < k; ++j) math::adam_element(x[j], gi[j], mi[j], vi[j], s);
+        for (int j = 0; j < k; ++j)
+            math::adam_element(x[j], gi[j], mi[j], vi[j], kAms ? &wi[j] : static_cast<A*>(nullptr),
+                               s);
         store<k>(p, i, x), store<k>(m, i, mi), store<k>(v, i, vi);
+        if constexpr (kAms) store<k>(vmax, i, wi);
         write_copy<P, k>(e.copy, c, i, x);
     });
 }
@@ -145,7 +151,7 @@ __global__ void __launch_bounds__(kUpdateBlock)
 
 template <class A>
 struct LambScalars {
-    A b1, b2, eps, wd, inv_bc1, inv_bc2_sqrt;
+    A one_minus_b1, b2, one_minus_b2, eps, wd, inv_bc1, inv_bc2_sqrt;  // Note [Coefficients in f64]
     double beta1, beta2;  // for the entries with their own step count
     int64_t step;         // the host's step
 };
@@ -157,7 +163,7 @@ __device__ __forceinline__ LambScalars<A> lamb_scalars_of(const Entry& e, const 
                                                           LambScalars<A> s) {
     if (e.step) {
         const math::StepValues v = values_of(e, st, s.step, 0, s.beta1);
-        s.b1 = A(v.momentum);
+        s.one_minus_b1 = A(1 - v.momentum);
         s.inv_bc1 = A(1 / math::bias_correction(v.momentum, v.t));
         s.inv_bc2_sqrt = A(1 / sqrt(math::bias_correction(s.beta2, v.t)));
     }
@@ -184,8 +190,8 @@ __global__ void __launch_bounds__(kUpdateBlock)
         load<k>(p, i, x), load<k>(g, i, gi), load<k>(m, i, mi), load<k>(v, i, vi);
 #pragma unroll
         for (int j = 0; j < k; ++j) {  // kernels/cpu/optim.cpp's lamb_update, pass 1
-            mi[j] = mi[j] + (A(1) - s.b1) * (gi[j] - mi[j]);
-            vi[j] = s.b2 * vi[j] + (A(1) - s.b2) * gi[j] * gi[j];
+            mi[j] = mi[j] + s.one_minus_b1 * (gi[j] - mi[j]);
+            vi[j] = s.b2 * vi[j] + s.one_minus_b2 * gi[j] * gi[j];
             const A r =
                 math::adam_direction(mi[j], vi[j], s.inv_bc1, s.inv_bc2_sqrt, s.eps) + s.wd * x[j];
             acc.a += double(x[j]) * double(x[j]);
@@ -404,8 +410,12 @@ void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
         const math::AdamScalars<A> s = math::adam_scalars<A>(a.lr, a.beta1, a.beta2, a.eps,
                                                              a.weight_decay, a.decoupled, step);
         const AdamHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.decoupled ? 1 : 0, step};
-        launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>>, s, h, step_args(l),
-                   copy_args(l));
+        if (a.amsgrad)
+            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, true>, s, h,
+                       step_args(l), copy_args(l));
+        else
+            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, false>, s, h,
+                       step_args(l), copy_args(l));
     });
 }
 
@@ -416,7 +426,7 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(a.dampening),
+        const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(1 - a.dampening),
                                     A(a.weight_decay), a.nesterov,    a.first};
         const SgdHyper h{a.lr, a.momentum};
         if (momentum)
@@ -436,8 +446,9 @@ void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
-        const LambScalars<A> s{A(a.beta1),
+        const LambScalars<A> s{A(1 - a.beta1),
                                A(a.beta2),
+                               A(1 - a.beta2),
                                A(a.eps),
                                A(a.weight_decay),
                                A(1 / math::bias_correction(a.beta1, step)),

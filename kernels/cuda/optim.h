@@ -22,8 +22,8 @@ namespace ember::kernels::cuda {
 // [Schedule tables] in kernels/optim.h). Every launch is counted
 // (core/launch_count.h).
 
-/// Adam / AdamW (state1 = exp_avg, state2 = exp_avg_sq), copies written in
-/// the same pass.
+/// Adam / AdamW (state1 = exp_avg, state2 = exp_avg_sq, state3 = AMSGrad's
+/// max_exp_avg_sq or null), copies written in the same pass.
 void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream);
 /// SGD (state1 = momentum buffer, null without momentum).
 void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream);

@@ -95,13 +95,14 @@ void check_close_all(const std::vector<Tensor>& gpu, const std::vector<Tensor>& 
 
 // One update's tensors on both devices: params, grads, states, copies.
 struct Problem {
-    Pair p, g, s1, s2, copy;
+    Pair p, g, s1, s2, s3, copy;
     UpdateTensors on(bool gpu, int states, bool copies, bool stochastic, uint64_t step) const {
         auto pick = [&](const Pair& x) { return gpu ? x.gpu : x.cpu; };
         return {pick(p),
                 pick(g),
                 states >= 1 ? pick(s1) : std::vector<Tensor>{},
                 states >= 2 ? pick(s2) : std::vector<Tensor>{},
+                states >= 3 ? pick(s3) : std::vector<Tensor>{},
                 copies ? pick(copy) : std::vector<Tensor>{},
                 stochastic,
                 11,
@@ -114,7 +115,8 @@ Problem make_problem(DType param, DType grad, DType copy, uint64_t seed) {
     const DType acc = param == DType::f64 ? DType::f64 : DType::f32;
     Problem pr{random_pair(shapes, param, seed), random_pair(shapes, grad, seed + 1000),
                random_pair(shapes, acc, seed + 2000, -0.5, 0.5),
-               random_pair(shapes, acc, seed + 3000, 0, 0.5), zeros_pair(shapes, copy)};
+               random_pair(shapes, acc, seed + 3000, 0, 0.5),
+               random_pair(shapes, acc, seed + 4000, 0, 0.5), zeros_pair(shapes, copy)};
     return pr;
 }
 
@@ -135,6 +137,24 @@ TEST_CASE("cuda optim: adam_update equals the CPU's bits", "[cuda][optim]") {
                 check_bits(pr.s1.gpu, pr.s1.cpu, "exp_avg");
                 check_bits(pr.s2.gpu, pr.s2.cpu, "exp_avg_sq");
             }
+}
+
+TEST_CASE("cuda optim: AMSGrad equals the CPU's bits", "[cuda][optim]") {
+    // max_exp_avg_sq starts at random values in [0, 0.5): some elements take
+    // the new v, some keep their maximum.
+    for (const DType dt : {DType::f32, DType::f64, DType::bf16})
+        for (const bool decoupled : {true, false}) {
+            INFO(dtype_name(dt) << (decoupled ? " AdamW" : " Adam") << " amsgrad");
+            const Problem pr = make_problem(dt, dt, DType::bf16, 5);
+            for (int64_t step = 1; step <= 3; ++step) {
+                const kernels::AdamArgs a{1e-2, 0.9, 0.5, 1e-8, 0.01, decoupled, step, true};
+                kernels::adam_update(pr.on(false, 3, false, false, 0), a);
+                kernels::adam_update(pr.on(true, 3, false, false, 0), a);
+            }
+            check_bits(pr.p.gpu, pr.p.cpu, "param");
+            check_bits(pr.s2.gpu, pr.s2.cpu, "exp_avg_sq");
+            check_bits(pr.s3.gpu, pr.s3.cpu, "max_exp_avg_sq");
+        }
 }
 
 TEST_CASE("cuda optim: master weights with f16/bf16 gradients and copies, stochastic rounding",

@@ -4,6 +4,7 @@
 // random gradients for several steps.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -14,7 +15,7 @@ namespace ember::test::optim_ref {
 
 /// One parameter tensor's reference state, flattened.
 struct Ref {
-    std::vector<double> p, m, v, buf;
+    std::vector<double> p, m, v, vmax, buf;
     int64_t t = 0;
 };
 
@@ -23,12 +24,13 @@ inline Ref ref_of(const Tensor& p) {
     r.p = values(p);
     r.m.assign(r.p.size(), 0.0);
     r.v.assign(r.p.size(), 0.0);
+    r.vmax.assign(r.p.size(), 0.0);
     r.buf.assign(r.p.size(), 0.0);
     return r;
 }
 
 inline void adam(Ref& r, const std::vector<double>& g, double lr, double b1, double b2, double eps,
-                 double wd, bool decoupled) {
+                 double wd, bool decoupled, bool amsgrad = false) {
     ++r.t;
     const double bc1 = 1 - std::pow(b1, double(r.t)), bc2 = 1 - std::pow(b2, double(r.t));
     for (size_t i = 0; i < r.p.size(); ++i) {
@@ -39,7 +41,9 @@ inline void adam(Ref& r, const std::vector<double>& g, double lr, double b1, dou
             gi += wd * r.p[i];
         r.m[i] = b1 * r.m[i] + (1 - b1) * gi;
         r.v[i] = b2 * r.v[i] + (1 - b2) * gi * gi;
-        r.p[i] -= lr / bc1 * r.m[i] / (std::sqrt(r.v[i]) / std::sqrt(bc2) + eps);
+        r.vmax[i] = std::max(r.vmax[i], r.v[i]);
+        const double second = amsgrad ? r.vmax[i] : r.v[i];
+        r.p[i] -= lr / bc1 * r.m[i] / (std::sqrt(second) / std::sqrt(bc2) + eps);
     }
 }
 

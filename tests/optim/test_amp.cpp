@@ -6,6 +6,9 @@
 // leaves no trace (the next step is the one it would have been, for every
 // optimizer), the scale follows the rule step by step, and the kernels skip
 // on the flag and advance their own step counts (no host read).
+#include <cmath>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include <thread>
@@ -292,6 +295,43 @@ TEST_CASE("amp: update_scale_ rounds the f64 product to f32 once and clears the 
                             "counters must be a two-element i64 tensor");
 }
 
+TEST_CASE("amp: the loss scale never grows to infinity", "[amp]") {
+    // From 2^127, growth 2 every step would reach +inf (then every later step
+    // would overflow and be skipped): the scale stays at 2^127, growth
+    // attempts keep resetting the tracker, and a backoff still works.
+    const float top = std::ldexp(1.0f, 127);
+    const Tensor scale = full({1}, double(top)), flag = full({1}, 0.0);
+    const Tensor counters = from_vector<int64_t>({0, 0});
+    for (int i = 0; i < 5; ++i) {
+        kernels::update_scale_(scale, flag, counters, 2.0, 0.5, 1);
+        REQUIRE(std::isfinite(scale.item()));
+        CHECK(scale.item() == double(top));
+        CHECK(counters.to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+    }
+    // A growth that lands exactly at the largest finite f32 is taken.
+    const float below = std::nextafter(std::numeric_limits<float>::max(), 0.0f);
+    kernels::fill(scale, double(below));
+    const double factor = double(std::numeric_limits<float>::max()) / double(below);
+    kernels::update_scale_(scale, flag, counters, factor, 0.5, 1);
+    CHECK(scale.item() == double(std::numeric_limits<float>::max()));
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.5, 1);
+    CHECK(scale.item() == double(std::numeric_limits<float>::max()));
+    kernels::fill(flag, 1.0);
+    kernels::update_scale_(scale, flag, counters, 2.0, 0.5, 1);
+    CHECK(scale.item() == double(std::numeric_limits<float>::max() * 0.5f));
+    // Through the scaler, with growth every step from 2^127.
+    Tensor w = random_tensor({10}, DType::f32, 64).set_requires_grad(true);
+    optim::SGD opt({w}, {.lr = 0.01});
+    amp::GradScaler scaler({.init_scale = double(top), .growth_interval = 1});
+    for (int i = 0; i < 3; ++i) {
+        w.set_grad(random_tensor({10}, DType::f32, 65 + i));
+        CHECK(bool(scaler.step(opt)));
+        scaler.update();
+        CHECK(scaler.get_scale() == double(top));
+    }
+    CHECK(scaler.skipped() == 0);
+}
+
 TEST_CASE("amp: the update kernels skip on the flag and write their next step counts", "[amp]") {
     // Through the fronts: a step count per tensor replaces AdamArgs::step;
     // each update reads one slot of a pair and writes count + 1 (+ 0 when
@@ -336,7 +376,7 @@ TEST_CASE("amp: the update kernels skip on the flag and write their next step co
             if (k == 0)
                 kernels::adam_update(own, {.lr = 0.01});
             else
-                kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, false, 0, 0,
+                kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, {}, false, 0, 0,
                                      own.steps, own.next_steps, own.found_inf},
                                     {.lr = 0.1, .momentum = 0.9});
             phase = 1 - phase;
@@ -348,16 +388,16 @@ TEST_CASE("amp: the update kernels skip on the flag and write their next step co
     CHECK(all_values(own.params) == all_values(host.params));
     CHECK(all_values(own.state2) == all_values(host.state2));
     point();
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, {zeros({1}), zeros({1}), zeros({1})},
                                                   own.next_steps},
                                                  {}),
                             "step count 0 must be a one-element i64 tensor");
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, own.steps, {}},
                                                  {}),
                             "3 step counts but 0 next step counts");
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {},
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, own.steps,
                                                   {own.next_steps[0], own.steps[0], own.next_steps[2]}},
                                                  {}),

@@ -48,24 +48,35 @@ TEST_CASE("optim: state saved after 3 steps resumes bit-exactly", "[optim]") {
             opt.step();
         }
     };
-    const std::vector<Tensor> a = make_params(DType::f32, 20);
-    optim::AdamW straight(a, {.lr = 0.01});
-    train(straight, a, 0, 5);
+    for (const bool amsgrad : {false, true}) {
+        INFO("amsgrad " << amsgrad);
+        // β2 = 0.5 with AMSGrad: max_exp_avg_sq differs from exp_avg_sq, so
+        // a resume that lost it would part ways.
+        const optim::AdamWOptions o{.lr = 0.01, .beta2 = amsgrad ? 0.5 : 0.999, .amsgrad = amsgrad};
+        const std::vector<Tensor> a = make_params(DType::f32, 20);
+        optim::AdamW straight(a, o);
+        train(straight, a, 0, 5);
 
-    const std::vector<Tensor> b = make_params(DType::f32, 20);
-    {
-        optim::AdamW first(b, {.lr = 0.01});
-        train(first, b, 0, 3);
-        first.set_lr(0, 0.01);  // unchanged, but saved with the groups
-        first.save(path);
+        const std::vector<Tensor> b = make_params(DType::f32, 20);
+        {
+            optim::AdamW first(b, o);
+            train(first, b, 0, 3);
+            first.set_lr(0, 0.01);  // unchanged, but saved with the groups
+            first.save(path);
+            CHECK(first.state_tensors().size() == (amsgrad ? 3 : 2) * b.size());
+        }
+        optim::AdamWOptions other = o;
+        other.lr = 0.5;  // the file's lr wins, and so does its amsgrad
+        other.amsgrad = !amsgrad;
+        optim::AdamW resumed(b, other);
+        resumed.load(path);
+        CHECK(resumed.steps() == 3);
+        CHECK(resumed.lr(0) == 0.01);
+        CHECK(resumed.groups()[0].hyper.amsgrad == amsgrad);
+        train(resumed, b, 3, 5);
+        for (size_t i = 0; i < a.size(); ++i) CHECK(values(a[i]) == values(b[i]));
+        std::remove(path.c_str());
     }
-    optim::AdamW resumed(b, {.lr = 0.5});  // the file's lr wins
-    resumed.load(path);
-    CHECK(resumed.steps() == 3);
-    CHECK(resumed.lr(0) == 0.01);
-    train(resumed, b, 3, 5);
-    for (size_t i = 0; i < a.size(); ++i) CHECK(values(a[i]) == values(b[i]));
-    std::remove(path.c_str());
 }
 
 TEST_CASE("optim: state saved after a skipped step resumes with the right counts", "[optim]") {

@@ -67,6 +67,75 @@ TEST_CASE("optim: Adam and AdamW follow PyTorch's rule", "[optim]") {
         }
 }
 
+TEST_CASE("optim: AMSGrad follows PyTorch's rule and keeps max_exp_avg_sq", "[optim]") {
+    for (DType t : {DType::f32, DType::f64})
+        for (bool decoupled : {false, true}) {
+            INFO(dtype_name(t) << (decoupled ? " AdamW" : " Adam") << " amsgrad");
+            const std::vector<Tensor> ps = make_params(t, 4);
+            // β2 small enough that v falls below its running maximum between steps.
+            const double lr = 0.01, b1 = 0.8, b2 = 0.5, eps = 1e-6, wd = 0.05;
+            std::unique_ptr<optim::Optimizer> opt;
+            if (decoupled)
+                opt = std::make_unique<optim::AdamW>(
+                    ps, optim::AdamWOptions{lr, b1, b2, eps, wd, /*amsgrad=*/true});
+            else
+                opt = std::make_unique<optim::Adam>(
+                    ps, optim::AdamOptions{lr, b1, b2, eps, wd, /*amsgrad=*/true});
+            const auto refs = run(
+                ps, 6, [&] { opt->step(); },
+                [&](Ref& r, const std::vector<double>& g) {
+                    adam(r, g, lr, b1, b2, eps, wd, decoupled, true);
+                });
+            check_params(ps, refs);
+            // The third buffer is the running maximum, and plain Adam differs.
+            const auto state = opt->state_tensors();
+            REQUIRE(state.size() == 3 * ps.size());
+            for (size_t i = 0; i < ps.size(); ++i) {
+                REQUIRE(state[3 * i + 2].first == str("g0.p", i, ".max_exp_avg_sq"));
+                const std::vector<double> vmax = values(state[3 * i + 2].second);
+                for (size_t k = 0; k < vmax.size(); ++k)
+                    REQUIRE(vmax[k] == Approx(refs[i].vmax[k]).epsilon(rtol(t)).margin(1e-30));
+            }
+            bool below = false;  // some v under its maximum: the rule was exercised
+            for (const Ref& r : refs)
+                for (size_t k = 0; k < r.v.size(); ++k) below = below || r.v[k] < 0.9 * r.vmax[k];
+            CHECK(below);
+        }
+}
+
+TEST_CASE("optim: 1 - beta and the bias corrections are formed in f64", "[optim]") {
+    // With beta2 near 1, 1 - beta2 taken from an already rounded f32 beta2 is
+    // off by 1.3e-5 (0.999), 1.7e-4 (0.9999) and 1.4e-3 (0.99999) relative
+    // (Note [Coefficients in f64]): exp_avg_sq after a few f32 steps must
+    // match the f64 rule far closer than that, and so must the parameters.
+    for (const double b2 : {0.999, 0.9999, 0.99999}) {
+        INFO("beta2 " << b2);
+        const std::vector<Tensor> ps = make_params(DType::f32, 6);
+        const double lr = 1e-3, b1 = 0.9, eps = 1e-8;
+        optim::AdamW opt(ps, optim::AdamWOptions{lr, b1, b2, eps, 0.0});
+        const auto refs = run(
+            ps, 8, [&] { opt.step(); },
+            [&](Ref& r, const std::vector<double>& g) { adam(r, g, lr, b1, b2, eps, 0, true); });
+        const auto state = opt.state_tensors();
+        REQUIRE(state.size() == 2 * ps.size());
+        for (size_t i = 0; i < ps.size(); ++i) {
+            INFO("parameter " << i);
+            check_close(state[2 * i + 1].second, refs[i].v, 3e-6, 1e-30);
+            check_close(state[2 * i].second, refs[i].m, 3e-6, 1e-7);
+            // The first steps move p by ~lr: their error shows relative to lr.
+            check_close(ps[i], refs[i].p, 1e-6, lr * 1e-3);
+        }
+        // LAMB forms the same coefficients.
+        const std::vector<Tensor> qs = make_params(DType::f32, 6);
+        optim::LAMB lamb(qs, optim::LAMBOptions{.lr = lr, .beta1 = b1, .beta2 = b2});
+        const auto lrefs = run(
+            qs, 8, [&] { lamb.step(); },
+            [&](Ref& r, const std::vector<double>& g) { optim_ref::lamb(r, g, lr, b1, b2, 1e-6, 0); });
+        const auto lstate = lamb.state_tensors();
+        for (size_t i = 0; i < qs.size(); ++i) check_close(lstate[2 * i + 1].second, lrefs[i].v, 3e-6, 1e-30);
+    }
+}
+
 TEST_CASE("optim: LAMB and LARS follow You et al.", "[optim]") {
     for (DType t : {DType::f32, DType::f64}) {
         INFO(dtype_name(t));
@@ -197,8 +266,10 @@ TEST_CASE("optim: the fused update fronts check what they are given", "[optim]")
         kernels::sgd_update(UpdateTensors{{zeros({7}, {DType::f64})}, {zeros({7}, {DType::bf16})}}, {}),
         "cannot update parameter f64 [7] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        kernels::sgd_update(UpdateTensors{{p}, {g}, {}, {}, {zeros({7}, {DType::f64})}}, {}),
+        kernels::sgd_update(UpdateTensors{{p}, {g}, {}, {}, {}, {zeros({7}, {DType::f64})}}, {}),
         "copy 0 must be f16 or bf16");
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {.amsgrad = true}),
+                            "adam_update: expected 3 state buffer(s) per parameter");
     REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {.step = 0}),
                             "step must be >= 1");
 }
