@@ -44,6 +44,11 @@ const std::vector<std::string>& tokenizer_names() {
     return names;
 }
 
+const std::vector<std::string>& nonfinite_names() {
+    static const std::vector<std::string> names = {"stop", "skip", "continue"};
+    return names;
+}
+
 std::string joined(const std::vector<std::string>& names) {
     std::string s;
     for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -69,6 +74,9 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.tokenizer, tokenizer_names()), "--tokenizer: '", c.tokenizer,
                 "' is not one of ", joined(tokenizer_names()));
     EMBER_CHECK(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1), got ", c.dropout);
+    EMBER_CHECK(one_of(c.on_nonfinite, nonfinite_names()), "--on-nonfinite: '", c.on_nonfinite,
+                "' is not one of ", joined(nonfinite_names()));
+    EMBER_CHECK(c.max_skips >= 1, "--max-skips must be >= 1, got ", c.max_skips);
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }
 

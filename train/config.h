@@ -45,6 +45,8 @@ struct TrainConfig {
     bool deterministic = false;
     bool sync_debug = false;
     bool anomaly = false;
+    std::string on_nonfinite = "stop";      ///< stop | skip | continue (train/divergence.h)
+    int64_t max_skips = 10;                 ///< skip: stop after this many skipped steps in a row
     std::string out;                        ///< "": runs/<model>-<timestamp>
     std::string resume;                     ///< a run directory to continue in place
     int64_t save_every = 0;                 ///< steps between checkpoints; 0: each epoch
@@ -65,6 +67,7 @@ const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& amp_names();
 const std::vector<std::string>& memory_format_names();
 const std::vector<std::string>& tokenizer_names();
+const std::vector<std::string>& nonfinite_names();
 /// "a, b, c": for messages and help.
 std::string joined(const std::vector<std::string>& names);
 

@@ -18,6 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A NaN prints as "nan", not as glibc's "-nan" for a NaN with its sign bit set.
+double printable(double v) { return std::isnan(v) ? std::fabs(v) : v; }
+
 std::string clock_str(double seconds) {
     const int64_t s = seconds < 0 ? 0 : int64_t(seconds + 0.5);
     char buf[32];
@@ -103,6 +106,11 @@ void MetricsLog::epoch(const EpochRecord& r) {
     write(j.dump());
 }
 
+void MetricsLog::event(const std::string& kind, int64_t step, double loss,
+                       const std::string& message) {
+    write(json{{"kind", kind}, {"step", step}, {"loss", loss}, {"message", message}}.dump());
+}
+
 Progress::Progress(const TrainConfig& c, const Task& task, int64_t steps_per_epoch)
     : c_(c), task_(task), steps_per_epoch_(steps_per_epoch), tty_(isatty(STDOUT_FILENO) == 1) {}
 
@@ -147,7 +155,7 @@ void Progress::log(const StepRecord& r) {
     std::printf("epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s  data wait "
                 "%.1f%%  ETA %s\n",
                 (long long)epoch_ + 1, (long long)c_.epochs, (long long)in_epoch,
-                (long long)steps_per_epoch_, r.loss, r.lr, r.samples_per_s, 100 * r.data_wait,
+                (long long)steps_per_epoch_, printable(r.loss), r.lr, r.samples_per_s, 100 * r.data_wait,
                 clock_str(eta).c_str());
     std::fflush(stdout);
 }
@@ -157,12 +165,18 @@ void Progress::end_line() {
     on_line_ = false;
 }
 
+void Progress::warn(const std::string& text) {
+    end_line();
+    std::printf("warning: %s\n", text.c_str());
+    std::fflush(stdout);
+}
+
 void Progress::end_epoch(const EpochRecord& r) {
     end_line();
     std::printf("epoch %lld/%lld: train loss %.4f", (long long)r.epoch + 1, (long long)c_.epochs,
-                r.train_loss);
+                printable(r.train_loss));
     if (r.eval) {
-        std::printf(", %s loss %.4f", task_.eval_split.c_str(), r.eval->loss);
+        std::printf(", %s loss %.4f", task_.eval_split.c_str(), printable(r.eval->loss));
         if (r.eval->accuracy >= 0)
             std::printf(", %s accuracy %.2f%%", task_.eval_split.c_str(), 100 * r.eval->accuracy);
         if (!task_.token_name.empty())

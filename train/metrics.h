@@ -41,6 +41,9 @@ public:
     MetricsLog& operator=(const MetricsLog&) = delete;
     void step(const StepRecord& r);
     void epoch(const EpochRecord& r);
+    /// An event of a step: {"kind": kind, "step", "loss", "message"} — a loss
+    /// spike ("warning") or the end of a diverged run ("diverged").
+    void event(const std::string& kind, int64_t step, double loss, const std::string& message);
 
 private:
     void write(const std::string& line);
@@ -60,6 +63,8 @@ public:
     void end_epoch(const EpochRecord& r);
     /// Ends a bar left on the current line.
     void end_line();
+    /// Prints "warning: <text>" on a line of its own.
+    void warn(const std::string& text);
 
 private:
     void draw(int64_t step);

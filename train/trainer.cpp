@@ -11,9 +11,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/optim.h"
 #include "train/metrics.h"
 #include "train/plot.h"
 
@@ -110,13 +112,23 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     };
     Outcome out;
     const auto run_start = Clock::now();
+    DivergenceGuard guard(c, run.device, run.scaler != nullptr);
+    // The run diverged (out.diverged): the last line, a metrics record, and
+    // nothing else written — best.safetensors and the last checkpoint stay
+    // those of a finite state.
+    auto diverged = [&] {
+        if (progress) progress->end_line();
+        if (metrics) metrics->event("diverged", out.diverged->step, out.diverged->loss,
+                                    out.diverged->message());
+        out.position = pos;
+        return out;
+    };
 
     for (int64_t epoch = pos.epoch; epoch < c.epochs; ++epoch) {
         const int64_t first = epoch == pos.epoch ? pos.batch : 0;
         run.loader->begin_epoch(epoch, first);
         if (progress) progress->begin_epoch(epoch, first / c.accumulate);
         const auto epoch_start = Clock::now();
-        Tensor loss_sum = zeros({}, {DType::f64, run.device});  // since the last log line
         Tensor epoch_sum = zeros({}, {DType::f64, run.device});
         int64_t logged = 0, epoch_batches = 0, epoch_samples = 0, window_samples = 0;
         int64_t step_syncs = 0;  // the steps' host syncs set aside around a checkpoint
@@ -125,8 +137,17 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         // device value per record), throughput, LR, waiting for data, and the
         // host synchronizations the steps made since the last record, this
         // read included, as the host-sync counter saw them (TIPS #8).
+        // The window read (train/divergence.h): its summed loss, and whether
+        // the run diverged in it (then `out.diverged`, and nothing is written).
+        auto read_window = [&] {
+            // --ddp: the ranks' means, so that every rank decides alike.
+            const DivergenceGuard::Window w = guard.read(
+                run.model(), run.scaler ? run.scaler->scale_tensor() : Tensor(), rank_mean);
+            if (w.divergence) out.diverged = w.divergence;
+            return w.loss_sum;
+        };
         auto write_log = [&] {
-            const double loss_avg = rank_mean(loss_sum).item() / double(logged);
+            const double loss_avg = read_window() / double(logged);
             const int64_t host_syncs = step_syncs + take_host_syncs();
             step_syncs = 0;
             const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
@@ -140,7 +161,11 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
                          std::chrono::duration<double>(Clock::now() - run_start).count()};
             if (metrics) metrics->step(r);
             if (progress) progress->log(r);
-            loss_sum = zeros({}, {DType::f64, run.device});
+            if (const std::optional<Spike> sp = guard.spike(pos.step, loss_avg); sp && run.lead()) {
+                progress->warn(sp->message());
+                metrics->event("warning", pos.step, loss_avg, sp->message());
+            }
+            guard.next_window();
             logged = window_samples = 0;
             window_start = Clock::now();
         };
@@ -167,7 +192,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             (run.scaler ? run.scaler->scale(scaled) : scaled).backward();
             {
                 NoGradGuard no_grad;
-                loss_sum = add(loss_sum, loss.detach().to(DType::f64));
+                guard.add_loss(pos.step + 1, loss);
                 epoch_sum = add(epoch_sum, loss.detach().to(DType::f64));
             }
             ++logged;
@@ -184,14 +209,24 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
                     run.scaler->unscale_(*run.optimizer);
                     optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
                 }
+                // (the LR is not asked for: with device tables that is a host read)
+                guard.observe_step(pos.step + 1, Tensor(), NAN);
                 const amp::StepResult applied = run.scaler->step(*run.optimizer);
                 run.scaler->update();
                 // The schedule's tables follow the applied steps on the device
                 // (build_run): whether this one was applied is never read here.
                 if (!run.schedule->on_device()) run.schedule->step(applied);
             } else {
-                if (c.clip_grad > 0) optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
-                run.optimizer->step();
+                Tensor norm;  // the global gradient norm, where clipping or the guard needs it
+                if (c.clip_grad > 0)
+                    norm = optim::clip_grads(run.optimizer->gradients(), c.clip_grad);
+                else if (guard.needs_norm())
+                    norm = kernels::global_norm(run.optimizer->gradients());
+                const Tensor skip = guard.observe_step(pos.step + 1, norm, run.optimizer->lr(0));
+                if (skip.defined())
+                    run.optimizer->step_unless(skip);  // --on-nonfinite skip
+                else
+                    run.optimizer->step();
                 run.schedule->step();
             }
             run.optimizer->zero_grad();
@@ -200,13 +235,24 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             pos.batch = group_end;
 
             if (pos.step % c.log_every == 0) write_log();
+            if (out.diverged) return diverged();
             if (progress) progress->tick(pos.step);
-            if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead()) {
+            const bool stop =
+                stop_agreed(run, signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after));
+            // A checkpoint only of a state known finite: the window is read first.
+            if ((stop || (c.save_every > 0 && pos.step % c.save_every == 0)) &&
+                pos.step % c.log_every != 0) {
+                step_syncs += take_host_syncs();
+                read_window();
+                take_host_syncs();
+                if (out.diverged) return diverged();
+            }
+            if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead() && !stop) {
                 step_syncs += take_host_syncs();
                 save_checkpoint(run_dir, run, pos);
                 take_host_syncs();  // the checkpoint's reads of the weights are not the steps'
             }
-            if (stop_agreed(run, signals.raised() || (c.stop_after > 0 && pos.step == c.stop_after))) {
+            if (stop) {
                 if (progress) progress->end_line();
                 if (run.lead()) save_checkpoint(run_dir, run, pos);
                 out.interrupted = true;
@@ -217,6 +263,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
 
         // ---- The epoch's end: evaluation, weights, checkpoint, curves ----
         if (logged > 0 && pos.step % c.log_every != 0) write_log();  // the epoch's last steps
+        if (out.diverged) return diverged();
         const double epoch_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
         const double train_loss =
             epoch_batches ? rank_mean(epoch_sum).item() / double(epoch_batches) : 0;

@@ -7,7 +7,10 @@
 
 #include <string>
 
+#include <optional>
+
 #include "train/checkpoint.h"
+#include "train/divergence.h"
 #include "train/run.h"
 
 namespace ember::train {
@@ -15,6 +18,9 @@ namespace ember::train {
 /// What train() did.
 struct Outcome {
     bool interrupted = false;  ///< stopped by a signal after a checkpoint
+    /// Set when the run stopped because it diverged (--on-nonfinite): no
+    /// weights or checkpoint of the diverged state were written.
+    std::optional<Divergence> diverged;
     Position position;
     Evaluation last;           ///< the last evaluation
     std::string run_dir;       ///< where fit() wrote the run

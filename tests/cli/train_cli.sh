@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt | diverge)
 # The ddp case runs `$EMBER_MPIEXEC -np 2 ember train --ddp`.
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
@@ -251,6 +251,48 @@ PY
     expect_error "generate: give a run directory or --weights" "$ember" generate
     expect_error "tokenizer" "$ember" train --model gpt --tokenizer word --out "$work/x"
     [ ! -e "$work/x" ] || fail "a failed gpt start left a run directory behind"
+    ;;
+diverge)
+    # --lr 1e6: the loss is NaN within a few steps. The default policy stops
+    # at the first log read (step 10 here), exits 3 naming the step and the
+    # LR, and writes no weights or checkpoint of the diverged state.
+    common=(--model mlp --limit 2560 --epochs 2 --batch-size 64 --log-every 10)
+    "$ember" train "${common[@]}" --lr 1e6 --out "$work/stop" > "$work/stop.txt" 2> "$work/stop.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "diverged run exited $rc, expected 3: $(tail -3 "$work/stop.err")"
+    grep -q "ember train: training diverged at step [0-9]*: the loss is not finite (loss nan.*lr " "$work/stop.err" ||
+        fail "divergence message: $(cat "$work/stop.err")"
+    step=$(grep -o "diverged at step [0-9]*" "$work/stop.err" | grep -o "[0-9]*$")
+    [ "$step" -ge 1 ] && [ "$step" -le 10 ] || fail "diverged at step $step, not within the first log interval"
+    grep -q "first non-finite parameter: " "$work/stop.err" || fail "no parameter named: $(cat "$work/stop.err")"
+    [ ! -e "$work/stop/best.safetensors" ] && [ ! -e "$work/stop/last.safetensors" ] ||
+        fail "a diverged first epoch left weights behind"
+    [ ! -e "$work/stop/checkpoint" ] || fail "a diverged run wrote a checkpoint"
+    grep -q '"kind":"diverged"' "$work/stop/metrics.jsonl" || fail "no diverged record in metrics.jsonl"
+    grep -q "^done:" "$work/stop.txt" && fail "a diverged run printed done:"
+    echo "ok: --lr 1e6 stops at step $step with exit 3"
+    # After a finite epoch: best.safetensors and the checkpoint stay that epoch's
+    # (an epoch at a sane LR, then resumed at 1e6 for the second).
+    "$ember" train "${common[@]}" --epochs 1 --out "$work/kept" > /dev/null || fail "first epoch"
+    cp "$work/kept/best.safetensors" "$work/best.before"
+    cp "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "no checkpoint"
+    "$ember" train --resume "$work/kept" --epochs 2 --lr 1e6 > "$work/kept.txt" 2> "$work/kept.err"
+    [ $? -eq 3 ] || fail "resumed run at lr 1e6 did not stop with exit 3: $(tail -3 "$work/kept.err")"
+    cmp -s "$work/kept/best.safetensors" "$work/best.before" || fail "best.safetensors changed"
+    cmp -s "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "checkpoint changed"
+    echo "ok: best.safetensors and the checkpoint are kept"
+    # skip: non-finite gradients skip their steps; too many in a row stop the run.
+    "$ember" train "${common[@]}" --lr 1e6 --on-nonfinite skip --max-skips 5 --out "$work/skip" \
+        > "$work/skip.txt" 2> "$work/skip.err"
+    [ $? -eq 3 ] || fail "skip: expected exit 3: $(tail -3 "$work/skip.err")"
+    grep -q "steps in a row had a non-finite gradient norm and were skipped (--max-skips 5)" "$work/skip.err" ||
+        fail "skip message: $(cat "$work/skip.err")"
+    echo "ok: --on-nonfinite skip stops after --max-skips"
+    # continue: the old behaviour, to the end.
+    "$ember" train "${common[@]}" --epochs 1 --lr 1e6 --on-nonfinite continue --out "$work/cont" \
+        > "$work/cont.txt" 2>&1 || fail "continue: $(tail -3 "$work/cont.txt")"
+    grep -q "^done:" "$work/cont.txt" || fail "continue did not finish"
+    expect_error "--on-nonfinite" "$ember" train --on-nonfinite maybe --out "$work/x"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "nn/safetensors.h"
 #include "tools/train/options.h"
@@ -49,7 +50,18 @@ int run_train(CLI::App& app, TrainConfig c) {
     if (c.threads > 0) omp_set_num_threads(c.threads);
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
     const Outcome out = fit(run, {.config_toml = app.config_to_str(true, false)});
-    if (!run.lead()) return out.interrupted ? 130 : 0;
+    if (!run.lead()) return out.diverged ? 3 : out.interrupted ? 130 : 0;
+    if (out.diverged) {
+        const bool kept = std::filesystem::exists(checkpoint_path(out.run_dir));
+        std::fprintf(stderr, "ember train: %s\nstopped: nothing of the diverged state was saved; %s. "
+                     "Try a lower --lr, --clip-grad 1, or --anomaly to name the op that made it\n",
+                     out.diverged->message().c_str(),
+                     kept ? ("the weights and the checkpoint in " + out.run_dir +
+                             " are from before it (--resume continues from there)")
+                                .c_str()
+                          : "no checkpoint was written before it");
+        return 3;
+    }
     if (out.interrupted) {
         std::printf("interrupted after step %lld: checkpoint written to %s\n"
                     "resume with: ember train --resume %s\n",

@@ -122,6 +122,16 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_flag("--sync-debug", c.sync_debug,
                  "Synchronize after every CUDA op and name the one that fails");
     app.add_flag("--anomaly", c.anomaly, "Stop at the first op that produces NaN or Inf");
+    app.add_option("--on-nonfinite", c.on_nonfinite,
+                   "When the loss or the gradient norm is NaN or Inf: stop (exit 3, keeping "
+                   "best.safetensors and the last finite checkpoint), skip the step (stop after "
+                   "--max-skips in a row), or continue")
+        ->check(CLI::IsMember(nonfinite_names()))
+        ->capture_default_str();
+    app.add_option("--max-skips", c.max_skips,
+                   "With --on-nonfinite skip: stop after this many skipped steps in a row")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+        ->capture_default_str();
     app.add_option("--out", c.out, "Run directory (default: runs/<model>-<timestamp>)");
     app.add_option("--resume", c.resume, "Continue the run in this directory in place")
         ->configurable(false);
