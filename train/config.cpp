@@ -74,6 +74,14 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.tokenizer, tokenizer_names()), "--tokenizer: '", c.tokenizer,
                 "' is not one of ", joined(tokenizer_names()));
     EMBER_CHECK(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1), got ", c.dropout);
+    // NaN passes CLI11's range checks (every comparison with it is false): each
+    // real-valued setting is checked to be finite here.
+    EMBER_CHECK(std::isfinite(c.clip_grad) && c.clip_grad >= 0,
+                "--clip-grad must be a finite number >= 0 (0: off), got ", c.clip_grad);
+    EMBER_CHECK(std::isfinite(c.dist_timeout) && c.dist_timeout > 0,
+                "--dist-timeout must be a finite number of seconds > 0, got ", c.dist_timeout);
+    EMBER_CHECK(std::isfinite(c.momentum) && c.momentum >= 0 && c.momentum < 1,
+                "--momentum must be in [0, 1), got ", c.momentum);
     EMBER_CHECK(one_of(c.on_nonfinite, nonfinite_names()), "--on-nonfinite: '", c.on_nonfinite,
                 "' is not one of ", joined(nonfinite_names()));
     EMBER_CHECK(c.max_skips >= 1, "--max-skips must be >= 1, got ", c.max_skips);

@@ -1,5 +1,7 @@
-// Small files a run writes whole: atomically (a temporary beside the target,
-// flushed, then renamed over it), so a reader sees the old or the new one.
+// Small files a run writes whole: atomically (AtomicFile: a temporary beside
+// the target, flushed, renamed over it, the directory synced; links written
+// through; a killed writer's temporary removed by the next write), so a
+// reader sees the old or the new one.
 #pragma once
 
 #include <string>

@@ -1,11 +1,18 @@
 // A whole run around the training loop: the run directory (made, or resumed
 // in place), config.toml, the restored checkpoint and the start table.
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "train/files.h"
@@ -23,6 +30,20 @@ std::string default_run_dir(const Run& run, std::time_t now) {
     return (fs::path("runs") / (run.task.name + "-" + stamp)).string();
 }
 
+// The longest path a run writes inside its directory: a checkpoint's
+// temporary (checkpoint/ + AtomicFile's name of at most 160 bytes).
+constexpr size_t kLongestInside = 11 + 160 + 1;
+
+// A run directory whose files' paths would not fit PATH_MAX fails at the
+// start, not after its first epoch's training.
+void check_path_room(const std::string& dir, const char* flag) {
+    std::error_code ec;
+    const size_t n = fs::absolute(dir, ec).string().size();
+    EMBER_CHECK(n + kLongestInside < PATH_MAX, flag, " ", dir.substr(0, 60), "...: the path is ", n,
+                " bytes long; the run's files inside it would pass the system's limit of ",
+                PATH_MAX, " bytes");
+}
+
 // The directory a run writes: --resume's (which must hold a run), or a new
 // or empty one (never one that holds another run's checkpoint).
 std::string prepare_run_dir(const Run& run, std::time_t now) {
@@ -37,11 +58,56 @@ std::string prepare_run_dir(const Run& run, std::time_t now) {
     const std::string dir = c.out.empty() ? default_run_dir(run, now) : c.out;
     EMBER_CHECK(!fs::exists(checkpoint_path(dir)), "--out ", dir,
                 " already holds a run; continue it with --resume ", dir, " or choose another --out");
+    // New or empty: a run never writes over files it did not make.
+    if (fs::is_directory(dir, ec)) {
+        fs::directory_iterator it(dir, ec);
+        EMBER_CHECK(!ec, "--out ", dir, ": cannot read it (", ec.message(), ")");
+        EMBER_CHECK(it == fs::directory_iterator(), "--out ", dir, " is not empty (it holds '",
+                    it->path().filename().string(),
+                    "'...); a run writes into a new or empty directory: choose another --out");
+    } else {
+        EMBER_CHECK(!fs::exists(fs::symlink_status(dir, ec)), "--out ", dir,
+                    " exists and is not a directory");
+    }
+    check_path_room(dir, "--out");
     fs::create_directories(dir, ec);
     EMBER_CHECK(!ec && fs::is_directory(dir), "--out ", dir, ": cannot create it (",
                 ec ? ec.message() : "not a directory", ")");
     return dir;
 }
+
+// A run lock: an flock on DIR/.lock held from the start of a run to its end
+// (released by the kernel if the process dies), so two trainers — or two
+// --resume — never write one run directory at once. The holder's pid is
+// written into the file for the message of the one refused.
+class RunLock {
+public:
+    explicit RunLock(const std::string& dir) : path_((fs::path(dir) / ".lock").string()) {
+        fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        EMBER_CHECK(fd_ >= 0, "cannot lock the run directory ", dir, ": ", std::strerror(errno));
+        if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+            char buf[32] = {};
+            const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+            ::close(fd_);
+            fd_ = -1;
+            const std::string holder = n > 0 ? std::string(buf, size_t(n)) : std::string("?");
+            EMBER_FAIL("the run directory ", dir, " is in use by another ember train (pid ",
+                       holder.substr(0, holder.find_first_of(" \n")),
+                       "); wait for it to end or stop it first");
+        }
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+    }
+    ~RunLock() {
+        if (fd_ >= 0) ::close(fd_);  // releases the flock
+    }
+    RunLock(const RunLock&) = delete;
+    RunLock& operator=(const RunLock&) = delete;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+};
 
 // The processor's name from /proc/cpuinfo ("" where there is none).
 std::string cpu_model_name() {
@@ -134,8 +200,17 @@ Outcome fit(Run& run, const FitOptions& options) {
             EMBER_FAIL(failure.empty() ? std::string("rank 0 could not prepare the run directory")
                                        : failure);
     }
+    std::optional<RunLock> lock;  // the lead rank writes the directory: it holds the lock
+    if (run.lead()) lock.emplace(dir);
     Position pos;
     if (!c.resume.empty()) pos = load_checkpoint(dir, run);
+    if (pos.epoch >= c.epochs) {  // a finished run: nothing to train
+        Outcome out;
+        out.complete = true;
+        out.position = pos;
+        out.run_dir = dir;
+        return out;
+    }
     if (run.lead() && options.print) print_start(run, dir, pos);
     Outcome out = train(run, dir, pos);
     out.run_dir = dir;

@@ -5,12 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "core/error.h"
+#include "train/files.h"
 
 namespace ember::train {
 
@@ -38,6 +41,13 @@ MetricsLog::MetricsLog(const std::string& run_dir, int64_t keep_until)
     // Keep the lines of steps up to keep_until; rewrite atomically if any goes.
     std::vector<std::string> kept;
     bool dropped = false;
+    // Only a regular file is read or appended to: a named pipe would block
+    // the open, a directory makes no sense.
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(path_, ec);
+    EMBER_CHECK(!fs::exists(st) || fs::is_regular_file(fs::status(path_, ec)), "cannot use ",
+                path_, ": it is not a regular file (",
+                fs::is_fifo(fs::status(path_, ec)) ? "a named pipe" : "not a file", ")");
     if (std::ifstream in(path_); in) {
         std::string line;
         while (std::getline(in, line)) {
@@ -50,13 +60,9 @@ MetricsLog::MetricsLog(const std::string& run_dir, int64_t keep_until)
         }
     }
     if (dropped) {
-        const std::string tmp = path_ + ".tmp";
-        {
-            std::ofstream o(tmp, std::ios::trunc);
-            for (const std::string& l : kept) o << l << "\n";
-            EMBER_CHECK(o.good(), "cannot write ", tmp);
-        }
-        fs::rename(tmp, path_);
+        std::string text;
+        for (const std::string& l : kept) text += l + "\n";
+        write_file_atomic(path_, text);
     }
     f_ = std::fopen(path_.c_str(), "a");
     EMBER_CHECK(f_ != nullptr, "cannot open ", path_, " for writing");
@@ -67,9 +73,12 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const std::string& line) {
-    std::fputs(line.c_str(), f_);
-    std::fputc('\n', f_);
-    std::fflush(f_);
+    // A record that cannot be written (a full disk) ends the run with the
+    // reason: the checkpoint is intact, and on --resume the reader drops a
+    // line cut short.
+    const bool ok = std::fputs(line.c_str(), f_) >= 0 && std::fputc('\n', f_) != EOF &&
+                    std::fflush(f_) == 0;
+    EMBER_CHECK(ok, "cannot write ", path_, ": ", std::strerror(errno));
 }
 
 void MetricsLog::step(const StepRecord& r) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/utf8.h"
 #include "train/files.h"
 
 namespace ember::train {
@@ -68,7 +69,19 @@ Ticks axis_ticks(const Axis& axis, Range data) {
 std::string xml_escape(std::string_view s) {
     std::string out;
     out.reserve(s.size());
-    for (const char c : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (static_cast<unsigned char>(c) >= 0x80) {  // UTF-8 kept; any other byte is U+FFFD
+            size_t at = i;
+            char32_t cp = 0;
+            if (data::decode_utf8(s, at, cp)) {
+                out.append(s.substr(i, at - i));
+                i = at - 1;
+            } else {
+                out += "\xEF\xBF\xBD";
+            }
+            continue;
+        }
         switch (c) {
             case '&':
                 out += "&amp;";

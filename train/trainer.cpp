@@ -36,7 +36,13 @@ using Clock = std::chrono::steady_clock;
 std::atomic<int> g_signals{0};
 
 extern "C" void on_signal(int) {
-    if (g_signals.fetch_add(1) >= 1) _exit(130);
+    if (g_signals.fetch_add(1) >= 1) {
+        static const char kMessage[] =
+            "\nember train: interrupted again: exiting now, without a checkpoint of this step "
+            "(the last one written is intact)\n";
+        (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);  // async-signal-safe
+        _exit(130);
+    }
 }
 
 class SignalScope {
@@ -289,7 +295,13 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             metrics->epoch(e);
             save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
             save_checkpoint(run_dir, run, pos);
-            plot_run(run_dir);
+            // The chart is a convenience (`ember plot` redraws it): a failure
+            // to draw it is a warning, never the end of the run.
+            try {
+                plot_run(run_dir);
+            } catch (const Error& e) {
+                progress->warn(std::string("curves.svg not updated: ") + e.what());
+            }
         }
         if (stop_agreed(run, signals.raised())) {
             out.interrupted = true;

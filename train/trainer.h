@@ -18,6 +18,7 @@ namespace ember::train {
 /// What train() did.
 struct Outcome {
     bool interrupted = false;  ///< stopped by a signal after a checkpoint
+    bool complete = false;     ///< --resume of a run that had already trained every epoch
     /// Set when the run stopped because it diverged (--on-nonfinite): no
     /// weights or checkpoint of the diverged state were written.
     std::optional<Divergence> diverged;

@@ -51,6 +51,12 @@ int run_train(CLI::App& app, TrainConfig c) {
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
     const Outcome out = fit(run, {.config_toml = app.config_to_str(true, false)});
     if (!run.lead()) return out.diverged ? 3 : out.interrupted ? 130 : 0;
+    if (out.complete) {
+        std::printf("the run in %s is complete: %lld epochs, %lld steps; nothing to train "
+                    "(a larger --epochs trains on)\n",
+                    out.run_dir.c_str(), (long long)out.position.epoch, (long long)out.position.step);
+        return 0;
+    }
     if (out.diverged) {
         const bool kept = std::filesystem::exists(checkpoint_path(out.run_dir));
         std::fprintf(stderr, "ember train: %s\nstopped: nothing of the diverged state was saved; %s. "

@@ -170,6 +170,9 @@ bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
 int run_max_batch(CLI::App& app, MaxBatchConfig c) {
     apply_recipe_defaults(app, c.train);
     validate(c.train);
+    // CLI11's range checks let NaN through (every comparison with it is false).
+    EMBER_CHECK(std::isfinite(c.budget_mib) && c.budget_mib > 0 && c.budget_mib < 1e12,
+                "--memory-budget must be a positive number of MiB, got ", c.budget_mib);
     if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
     const Device device = resolve_device(c.train);
     std::printf("max-batch: %s on %s, %s\n", c.train.model.c_str(), device.str().c_str(),

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Faults a training run must survive or refuse cleanly, each a case that the
+# trainer once got wrong (docs/reliability.md, "Training runs"):
+#   full disk on metrics.jsonl, --out into a directory with other files, two
+#   trainers in one run directory, --resume of a finished run, metrics.jsonl
+#   a named pipe, a run directory whose name is not UTF-8, NaN for a number,
+#   a run directory too long for its files, curves.svg a symbolic link, a
+#   long output file name.
+# Usage: faults.sh EMBER WORKDIR
+set -uo pipefail
+ember="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"
+rm -rf "$work"; mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+small=(--model mlp --limit 1280 --batch-size 64 --workers 0)
+
+# A one-line error on stderr containing $1, a non-zero exit below 128.
+expect_error() {
+    local want="$1"; shift
+    timeout -s KILL 60 "$@" > "$work/out.txt" 2> "$work/err.txt"
+    local rc=$?
+    [ $rc -ne 0 ] || fail "'$*' succeeded; expected an error with '$want'"
+    [ $rc -ne 137 ] || fail "'$*' hung (killed after 60 s)"
+    [ $rc -lt 128 ] || fail "'$*' died of a signal (exit $rc)"
+    grep -q -- "$want" "$work/err.txt" || fail "'$*': stderr lacks '$want': $(cat "$work/err.txt")"
+    echo "ok: $want"
+}
+
+# 1. A full disk while metrics.jsonl is written: a clear error naming the
+#    file (here the file-size limit stands in for the disk: EFBIG, with
+#    SIGXFSZ ignored), not records silently lost.
+(
+    trap '' XFSZ
+    ulimit -f 8   # 8 KiB per file: metrics.jsonl passes it before the epoch's end
+    exec "$ember" train "${small[@]}" --limit 6400 --epochs 1 --log-every 1 --out "$work/full"
+) > "$work/full.txt" 2> "$work/full.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "full disk: exit $rc: $(tail -2 "$work/full.err")"
+grep -q "cannot write $work/full/metrics.jsonl: File too large" "$work/full.err" ||
+    fail "full disk: $(cat "$work/full.err")"
+echo "ok: a failed metrics write is an error naming metrics.jsonl"
+
+# 2. --out into a directory that holds other files (--out . included):
+#    refused, the files untouched.
+mkdir -p "$work/mine"
+echo "my notes" > "$work/mine/notes.txt"
+expect_error "is not empty" "$ember" train "${small[@]}" --epochs 1 --out "$work/mine"
+(cd "$work/mine" && expect_error "is not empty" "$ember" train "${small[@]}" --epochs 1 --out .) || exit 1
+[ "$(ls "$work/mine")" = "notes.txt" ] && [ "$(cat "$work/mine/notes.txt")" = "my notes" ] ||
+    fail "--out wrote into a directory with other files: $(ls -a "$work/mine")"
+mkdir -p "$work/empty"
+"$ember" train "${small[@]}" --epochs 1 --out "$work/empty" > /dev/null || fail "--out an empty directory"
+
+# 3. Two trainers in one run directory: the second is refused, naming the
+#    first one's pid; the first finishes unharmed.
+"$ember" train "${small[@]}" --epochs 1 --out "$work/busy" --stop-after 2 > /dev/null
+[ $? -eq 130 ] || fail "stop-after run"
+"$ember" train --resume "$work/busy" --epochs 200 > "$work/busy.txt" 2>&1 &
+first=$!
+for _ in $(seq 1 100); do
+    grep -q "resuming after step 2" "$work/busy.txt" 2> /dev/null && break
+    sleep 0.1
+done
+expect_error "is in use by another ember train (pid $first)" "$ember" train --resume "$work/busy"
+kill -INT $first
+wait $first
+[ $? -eq 130 ] || fail "the first trainer did not stop cleanly: $(tail -2 "$work/busy.txt")"
+
+# 4. --resume of a finished run: says so, trains nothing, changes nothing.
+cp "$work/empty/last.safetensors" "$work/last.before"
+"$ember" train --resume "$work/empty" > "$work/done.txt" 2>&1 || fail "resume of a finished run failed"
+grep -q "is complete: 1 epochs, 20 steps; nothing to train" "$work/done.txt" ||
+    fail "resume of a finished run: $(cat "$work/done.txt")"
+cmp -s "$work/empty/last.safetensors" "$work/last.before" || fail "a finished run changed on --resume"
+echo "ok: --resume of a finished run"
+
+# 5. metrics.jsonl a named pipe: refused at once, never opened.
+"$ember" train "${small[@]}" --epochs 1 --out "$work/pipe" --stop-after 3 > /dev/null
+rm "$work/pipe/metrics.jsonl" && mkfifo "$work/pipe/metrics.jsonl"
+expect_error "metrics.jsonl: it is not a regular file (a named pipe)" "$ember" train --resume "$work/pipe"
+
+# 6. A run directory whose name is not UTF-8: curves.svg stays well-formed XML.
+odd="$work/run-"$'\xff\xfe'"-odd"
+"$ember" train "${small[@]}" --epochs 1 --out "$odd" > /dev/null || fail "run in a non-UTF-8 directory"
+python3 -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$odd/curves.svg" ||
+    fail "curves.svg of a non-UTF-8 run directory is not well-formed"
+echo "ok: curves.svg of a non-UTF-8 directory name"
+
+# 7. NaN for a number is refused, not taken as "off" or a huge budget.
+expect_error "--clip-grad must be a finite number" "$ember" train "${small[@]}" --clip-grad nan --out "$work/x"
+expect_error "--memory-budget must be a positive number" "$ember" max-batch --model mlp --memory-budget nan
+[ ! -e "$work/x" ] || fail "a refused start left a run directory"
+
+# 8. A run directory too long for its files fails at the start, leaving nothing.
+long="$work"
+for _ in $(seq 1 17); do long="$long/$(printf 'd%.0s' $(seq 1 230))"; done
+expect_error "bytes long; the run's files inside it would pass" "$ember" train "${small[@]}" --out "$long"
+[ ! -e "$work/ddd" ] && [ -z "$(find "$work" -maxdepth 1 -name 'dd*')" ] || fail "a refused long --out was created"
+
+# 9. curves.svg a symbolic link: written through, the link kept.
+mv "$work/empty/curves.svg" "$work/elsewhere.svg"
+ln -s "$work/elsewhere.svg" "$work/empty/curves.svg"
+"$ember" plot "$work/empty" > /dev/null || fail "plot through a link"
+[ -L "$work/empty/curves.svg" ] || fail "curves.svg is no longer a link"
+grep -q "<svg" "$work/elsewhere.svg" || fail "the link's target was not written"
+echo "ok: curves.svg written through its link"
+
+# 10. An output file name of 250 bytes (lr-find's chart): written, no
+#     temporary left beside it.
+name="$work/$(printf 'c%.0s' $(seq 1 246)).svg"
+"$ember" lr-find "${small[@]}" --steps 20 --out "$name" > /dev/null 2>&1 || fail "lr-find --out a 250-byte name"
+[ -s "$name" ] || fail "lr-find did not write its 250-byte name"
+[ -z "$(find "$work" -maxdepth 1 -name '*ember-tmp*')" ] || fail "a temporary was left behind"
+echo "ok: a 250-byte output name"
+echo "faults: all passed"
