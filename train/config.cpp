@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 
 #include "core/error.h"
+#include "train/checkpoint.h"
 #include "train/recipe.h"
 
 namespace ember::train {
@@ -85,7 +88,37 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.on_nonfinite, nonfinite_names()), "--on-nonfinite: '", c.on_nonfinite,
                 "' is not one of ", joined(nonfinite_names()));
     EMBER_CHECK(c.max_skips >= 1, "--max-skips must be >= 1, got ", c.max_skips);
+    (void)stop_signal_numbers(c.stop_signals);  // throws on a name it does not know
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
+}
+
+std::string resolve_resume(const std::string& resume, const std::string& out) {
+    if (resume != "auto") return resume;
+    EMBER_CHECK(!out.empty(), "--resume auto needs --out DIR: the run it continues, or starts there");
+    return std::filesystem::exists(checkpoint_path(out)) ? out : std::string();
+}
+
+std::vector<int> stop_signal_numbers(const std::string& list) {
+    static const std::pair<const char*, int> known[] = {
+        {"INT", SIGINT}, {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+        {"HUP", SIGHUP}, {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
+    std::vector<int> out;
+    size_t at = 0;
+    while (at <= list.size()) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        std::string name = list.substr(at, comma - at);
+        if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+        bool found = false;
+        for (const auto& [n, number] : known)
+            if (name == n) {
+                out.push_back(number);
+                found = true;
+            }
+        EMBER_CHECK(found, "--stop-signals: '", list.substr(at, comma - at),
+                    "' is not one of INT, TERM, USR1, USR2, HUP, QUIT, XCPU");
+        at = comma + 1;
+    }
+    return out;
 }
 
 const Recipe& recipe_of(const TrainConfig& c) {

@@ -48,7 +48,11 @@ struct TrainConfig {
     std::string on_nonfinite = "stop";      ///< stop | skip | continue (train/divergence.h)
     int64_t max_skips = 10;                 ///< skip: stop after this many skipped steps in a row
     std::string out;                        ///< "": runs/<model>-<timestamp>
-    std::string resume;                     ///< a run directory to continue in place
+    std::string resume;                     ///< a run directory to continue in place, or "auto" (with out)
+    std::string stop_signals = "INT,TERM,USR1";  ///< signals that checkpoint and stop the run
+    /// --resume auto found no checkpoint in `out`: the new run may replace the
+    /// files of one that stopped before its first checkpoint.
+    bool restart = false;
     int64_t save_every = 0;                 ///< steps between checkpoints; 0: each epoch
     int64_t eval_every = 1;                 ///< epochs between evaluations
     int64_t log_every = 50;                 ///< steps between progress lines and metrics
@@ -87,6 +91,14 @@ double effective_lr(const TrainConfig& c);
 double effective_weight_decay(const TrainConfig& c);
 /// The layout of the image batches, and so of every activation: memory_format.
 MemoryFormat effective_memory_format(const TrainConfig& c);
+
+/// `--resume auto` (with --out DIR): DIR when it holds a checkpoint, else
+/// "" (a new run in DIR). Other values are returned as they are.
+std::string resolve_resume(const std::string& resume, const std::string& out);
+
+/// The signal numbers of a --stop-signals list ("INT,TERM,USR1"; names with
+/// or without "SIG"); an Error names one it does not know.
+std::vector<int> stop_signal_numbers(const std::string& list);
 
 /// The device the run uses: `auto` is cuda:0 when a GPU is present, else the CPU.
 Device resolve_device(const TrainConfig& c);

@@ -60,11 +60,22 @@ std::string prepare_run_dir(const Run& run, std::time_t now) {
                 " already holds a run; continue it with --resume ", dir, " or choose another --out");
     // New or empty: a run never writes over files it did not make.
     if (fs::is_directory(dir, ec)) {
+        // Under --resume auto, a run that stopped before its first
+        // checkpoint is started again: its own files may be replaced.
+        static const char* const kRunFiles[] = {"config.toml", "metrics.jsonl", "curves.svg",
+                                                 "tokenizer.json", ".lock"};
+        auto own = [&](const fs::path& p) {
+            for (const char* f : kRunFiles)
+                if (p.filename() == f) return c.restart;
+            return false;
+        };
         fs::directory_iterator it(dir, ec);
         EMBER_CHECK(!ec, "--out ", dir, ": cannot read it (", ec.message(), ")");
-        EMBER_CHECK(it == fs::directory_iterator(), "--out ", dir, " is not empty (it holds '",
-                    it->path().filename().string(),
-                    "'...); a run writes into a new or empty directory: choose another --out");
+        for (; it != fs::directory_iterator(); it.increment(ec))
+            EMBER_CHECK(own(it->path()), "--out ", dir, " is not empty (it holds '",
+                        it->path().filename().string(),
+                        "'...); a run writes into a new or empty directory: choose another --out");
+        EMBER_CHECK(!ec, "--out ", dir, ": cannot read it (", ec.message(), ")");
     } else {
         EMBER_CHECK(!fs::exists(fs::symlink_status(dir, ec)), "--out ", dir,
                     " exists and is not a directory");

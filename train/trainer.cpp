@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "kernels/optim.h"
 #include "train/metrics.h"
@@ -27,15 +29,18 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // Note [Stopping on a signal]
-// The first SIGINT or SIGTERM only sets a flag: the loop finishes the step
-// it is in, writes a checkpoint and returns, and the command prints how to
-// resume. A second one exits at once (_exit, nothing else runs); every file
-// is written by rename, so whatever was being written is left as it was
-// before. The flag is the one process-wide variable a signal handler can
-// reach.
+// The first of the stop signals (--stop-signals: SIGINT, SIGTERM and SIGUSR1
+// by default — Ctrl-C, and what a cluster scheduler sends before it preempts
+// a job) only sets a flag: the loop finishes the step it is in, writes a
+// checkpoint and returns, and the command prints how to resume and exits
+// with 128 + the signal's number. A second one exits at once (_exit, nothing
+// else runs); every file is written by rename, so whatever was being written
+// is left as it was before. The flag and the signal's number are the
+// process-wide variables a signal handler can reach.
 std::atomic<int> g_signals{0};
+std::atomic<int> g_signal_number{0};
 
-extern "C" void on_signal(int) {
+extern "C" void on_signal(int number) {
     if (g_signals.fetch_add(1) >= 1) {
         static const char kMessage[] =
             "\nember train: interrupted again: exiting now, without a checkpoint of this step "
@@ -43,28 +48,33 @@ extern "C" void on_signal(int) {
         (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);  // async-signal-safe
         _exit(130);
     }
+    g_signal_number = number;
 }
 
 class SignalScope {
 public:
-    SignalScope() {
+    explicit SignalScope(const std::vector<int>& signals) {
         g_signals = 0;
+        g_signal_number = 0;
         struct sigaction sa {};
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int_);
-        sigaction(SIGTERM, &sa, &old_term_);
+        for (const int sig : signals) {
+            struct sigaction old {};
+            if (sigaction(sig, &sa, &old) == 0) old_.emplace_back(sig, old);
+        }
     }
     ~SignalScope() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
+        for (const auto& [sig, old] : old_) sigaction(sig, &old, nullptr);
     }
     SignalScope(const SignalScope&) = delete;
     SignalScope& operator=(const SignalScope&) = delete;
     bool raised() const { return g_signals.load() > 0; }
+    /// The signal that stopped the run (0: none).
+    int number() const { return g_signal_number.load(); }
 
 private:
-    struct sigaction old_int_ {}, old_term_ {};
+    std::vector<std::pair<int, struct sigaction>> old_;
 };
 
 void save_weights(const Run& run, const std::string& path) {
@@ -96,7 +106,7 @@ static bool stop_agreed(const Run& run, bool here) {
 
 Outcome train(Run& run, const std::string& run_dir, Position pos) {
     const TrainConfig& c = run.config;
-    SignalScope signals;
+    SignalScope signals(stop_signal_numbers(c.stop_signals));
     std::optional<autograd::DetectAnomalyGuard> anomaly;
     if (c.anomaly) anomaly.emplace();
     set_sync_debug(c.sync_debug);
@@ -262,6 +272,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
                 if (progress) progress->end_line();
                 if (run.lead()) save_checkpoint(run_dir, run, pos);
                 out.interrupted = true;
+                out.signal = signals.number();
                 out.position = pos;
                 return out;
             }
@@ -305,6 +316,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         }
         if (stop_agreed(run, signals.raised())) {
             out.interrupted = true;
+            out.signal = signals.number();
             break;
         }
     }

@@ -17,7 +17,8 @@ namespace ember::train {
 
 /// What train() did.
 struct Outcome {
-    bool interrupted = false;  ///< stopped by a signal after a checkpoint
+    bool interrupted = false;  ///< stopped by a signal (or --stop-after) after a checkpoint
+    int signal = 0;            ///< the signal that stopped it (0: none, or a rank other than this)
     bool complete = false;     ///< --resume of a run that had already trained every epoch
     /// Set when the run stopped because it diverged (--on-nonfinite): no
     /// weights or checkpoint of the diverged state were written.

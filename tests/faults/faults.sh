@@ -5,7 +5,7 @@
 #   trainers in one run directory, --resume of a finished run, metrics.jsonl
 #   a named pipe, a run directory whose name is not UTF-8, NaN for a number,
 #   a run directory too long for its files, curves.svg a symbolic link, a
-#   long output file name.
+#   long output file name; preemption by a signal and a requeued job.
 # Usage: faults.sh EMBER WORKDIR
 set -uo pipefail
 ember="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"
@@ -111,4 +111,37 @@ name="$work/$(printf 'c%.0s' $(seq 1 246)).svg"
 [ -s "$name" ] || fail "lr-find did not write its 250-byte name"
 [ -z "$(find "$work" -maxdepth 1 -name '*ember-tmp*')" ] || fail "a temporary was left behind"
 echo "ok: a 250-byte output name"
+# 11. Preemption as a cluster does it (Slurm: --signal=USR1@T, --requeue):
+#     SIGUSR1 mid-run checkpoints and exits 138 (128 + 10); the same command
+#     line again, with --resume auto, continues; the final weights and
+#     checkpoint are byte-identical to an uninterrupted run's.
+job=(train --model mlp --limit 6400 --epochs 2 --batch-size 64 --workers 0 --log-every 5 --resume auto)
+"$ember" "${job[@]}" --out "$work/straight" > /dev/null || fail "uninterrupted --resume auto run"
+"$ember" "${job[@]}" --out "$work/pre" > "$work/pre1.txt" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+    grep -q "step 10/" "$work/pre1.txt" 2> /dev/null && break
+    sleep 0.05
+done
+kill -USR1 $pid
+wait $pid
+rc=$?
+[ $rc -eq 138 ] || fail "SIGUSR1: exit $rc, expected 138: $(tail -3 "$work/pre1.txt")"
+grep -q "interrupted after step" "$work/pre1.txt" || fail "SIGUSR1: no checkpoint message"
+"$ember" "${job[@]}" --out "$work/pre" > "$work/pre2.txt" 2>&1 || fail "requeued run: $(tail -3 "$work/pre2.txt")"
+grep -q "(resuming after step" "$work/pre2.txt" || fail "the requeued run did not resume: $(head -9 "$work/pre2.txt")"
+cmp -s "$work/pre/last.safetensors" "$work/straight/last.safetensors" || fail "requeued weights differ"
+cmp -s "$work/pre/checkpoint/state.safetensors" "$work/straight/checkpoint/state.safetensors" ||
+    fail "requeued checkpoint differs"
+echo "ok: SIGUSR1, then the same command with --resume auto, ends byte-identical"
+# A job killed before its first checkpoint: the same command starts it again
+# (its own files replaced), but never over a file it did not write.
+mkdir -p "$work/early" && cp "$work/pre/config.toml" "$work/early/" && echo '{}' > "$work/early/metrics.jsonl"
+"$ember" "${job[@]}" --epochs 1 --out "$work/early" > "$work/early.txt" 2>&1 ||
+    fail "--resume auto over a run without a checkpoint: $(tail -2 "$work/early.txt")"
+mkdir -p "$work/other" && echo "x" > "$work/other/notes.txt"
+expect_error "is not empty" "$ember" "${job[@]}" --out "$work/other"
+expect_error "--resume auto needs --out" "$ember" train --model mlp --resume auto
+expect_error "--stop-signals: 'KILL'" "$ember" train "${small[@]}" --stop-signals INT,KILL --out "$work/x"
+
 echo "faults: all passed"

@@ -40,6 +40,10 @@ CLI::App* add_eval_command(CLI::App& root, EvalConfig& c) {
 }
 
 int run_train(CLI::App& app, TrainConfig c) {
+    if (c.resume == "auto") {  // the run in --out if it has a checkpoint, else a new one there
+        c.resume = resolve_resume(c.resume, c.out);
+        c.restart = c.resume.empty();
+    }
     apply_recipe_defaults(app, c);
     validate(c);
     recipe_of(c);
@@ -50,7 +54,10 @@ int run_train(CLI::App& app, TrainConfig c) {
     if (c.threads > 0) omp_set_num_threads(c.threads);
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
     const Outcome out = fit(run, {.config_toml = app.config_to_str(true, false)});
-    if (!run.lead()) return out.diverged ? 3 : out.interrupted ? 130 : 0;
+    // Stopped by a signal: 128 + its number, as a shell reports a process the
+    // signal ended (130 for Ctrl-C, 143 SIGTERM, 138 SIGUSR1); --stop-after: 130.
+    const int stopped = out.signal > 0 ? 128 + out.signal : 130;
+    if (!run.lead()) return out.diverged ? 3 : out.interrupted ? stopped : 0;
     if (out.complete) {
         std::printf("the run in %s is complete: %lld epochs, %lld steps; nothing to train "
                     "(a larger --epochs trains on)\n",
@@ -73,7 +80,7 @@ int run_train(CLI::App& app, TrainConfig c) {
                     "resume with: ember train --resume %s\n",
                     (long long)out.position.step, checkpoint_path(out.run_dir).c_str(),
                     out.run_dir.c_str());
-        return 130;
+        return stopped;
     }
     const std::string& split = run.task.eval_split;
     if (run.task.metric == Metric::accuracy)

@@ -133,8 +133,14 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
         ->capture_default_str();
     app.add_option("--out", c.out, "Run directory (default: runs/<model>-<timestamp>)");
-    app.add_option("--resume", c.resume, "Continue the run in this directory in place")
+    app.add_option("--resume", c.resume,
+                   "Continue the run in this directory in place; auto (with --out DIR): the run "
+                   "in DIR if it has a checkpoint, else a new one there (for requeued jobs)")
         ->configurable(false);
+    app.add_option("--stop-signals", c.stop_signals,
+                   "Signals that finish the step, write a checkpoint and stop the run (exit 128 "
+                   "+ the signal's number)")
+        ->capture_default_str();
     app.add_option("--save-every", c.save_every, "Steps between checkpoints (0: each epoch)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
@@ -221,7 +227,7 @@ std::vector<std::string> expand_config(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
     const auto train = std::find(args.begin(), args.end(), std::string("train"));
     if (train == args.end()) return args;
-    std::string file, resume;
+    std::string file, resume, out;
     for (auto it = train + 1; it != args.end(); ++it) {
         auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
             if (*it == flag && it + 1 != args.end()) return *(it + 1);
@@ -230,7 +236,11 @@ std::vector<std::string> expand_config(int argc, char** argv) {
         };
         if (auto v = value_of("--config")) file = *v;
         if (auto v = value_of("--resume")) resume = *v;
+        if (auto v = value_of("--out")) out = *v;
     }
+    // --resume auto: the run in --out, when it has a checkpoint, as --resume
+    // would take it; else nothing to read.
+    if (resume == "auto") resume = resolve_resume(resume, out);
     if (file.empty() && !resume.empty()) {
         EMBER_CHECK(std::filesystem::is_directory(resume), "--resume ", resume,
                     ": no such run directory");
