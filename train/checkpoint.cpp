@@ -63,6 +63,12 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
                  {"optimizer", run.optimizer->state_json()},
                  {"schedule", run.schedule->state_json()}};
     if (run.scaler) meta["scaler"] = run.scaler->state_json();
+    const TrainConfig& c = run.config;
+    meta["stream"] = {{"batch_size", c.batch_size},
+                      {"limit", c.limit},
+                      {"accumulate", c.accumulate},
+                      {"seed", c.seed},
+                      {"data", c.data}};
     // Accuracy: -1 before the first evaluation; loss: null.
     if (run.task.metric == Metric::accuracy)
         meta["best_accuracy"] = pos.best.value_or(-1);
@@ -122,8 +128,40 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
                     "'best_loss' is missing");
         if (meta["best_loss"].is_number()) m.position.best = meta["best_loss"].get<double>();
     }
+    // The data stream: which sample each step sees depends on these (absent
+    // in checkpoints written before they were recorded).
+    if (meta.contains("stream") && expect.batch_size > 0) {
+        const json& st = meta["stream"];
+        EMBER_CHECK(st.is_object(), "'stream' must be an object");
+        auto same = [&](const char* key, const char* flag, const json& now) {
+            EMBER_CHECK(st.contains(key), "'stream' lacks '", key, "'");
+            EMBER_CHECK(st[key] == now, flag, " ", now.dump(), " differs from the run's ",
+                        st[key].dump(), ": resuming would change which samples the remaining "
+                        "steps see (some trained twice, some skipped); resume with ", flag, " ",
+                        st[key].dump(), " or start a new run");
+        };
+        same("batch_size", "--batch-size", expect.batch_size);
+        same("limit", "--limit", expect.limit);
+        same("accumulate", "--accumulate", expect.accumulate);
+        same("seed", "--seed", expect.seed);
+        same("data", "--data", expect.data);
+    }
     EMBER_CHECK(m.position.batch <= batches_per_epoch, "batch ", m.position.batch,
                 " is past the epoch's ", batches_per_epoch, " batches (another --batch-size?)");
+    if (expect.accumulate > 0) {  // the step is where the epoch and batch say it is
+        const int64_t acc = expect.accumulate;
+        const int64_t steps_per_epoch = (batches_per_epoch + acc - 1) / acc;
+        const int64_t want = m.position.epoch * steps_per_epoch + (m.position.batch + acc - 1) / acc;
+        EMBER_CHECK(m.position.step == want, "step ", m.position.step, " does not match epoch ",
+                    m.position.epoch, ", batch ", m.position.batch, " (expected step ", want, ")");
+    }
+    if (expect.epochs > 0)
+        EMBER_CHECK(m.position.epoch < expect.epochs ||
+                        (m.position.epoch == expect.epochs && m.position.batch == 0),
+                    "--epochs ", expect.epochs, " is below the ", m.position.epoch,
+                    " epoch(s) the run has trained",
+                    m.position.batch > 0 ? " and begun" : "", "; give --epochs ",
+                    m.position.epoch + 1, " or more (the total, not more epochs)");
     EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
                     meta.contains("rng_offset") && meta["rng_offset"].is_number_unsigned(),
                 "the generator state is missing");
@@ -151,7 +189,13 @@ Position load_checkpoint(const std::string& run_dir, Run& run) {
                          .batches_per_epoch = run.batches_per_epoch,
                          .scaler = bool(run.scaler),
                          .world_size = run.world_size(),
-                         .metric = run.task.metric});
+                         .metric = run.task.metric,
+                         .batch_size = run.config.batch_size,
+                         .limit = run.config.limit,
+                         .accumulate = run.config.accumulate,
+                         .seed = run.config.seed,
+                         .data = run.config.data,
+                         .epochs = run.config.epochs});
         // Each load below checks its own part before changing it; if one
         // fails the resume stops and the half-restored run is thrown away
         // (nothing on disk changes).

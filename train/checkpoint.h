@@ -49,11 +49,19 @@ struct CheckpointExpect {
     bool scaler = false;  ///< loss scaling
     int world_size = 1;
     Metric metric = Metric::accuracy;  ///< which best score it keeps
+    /// The settings that decide the data stream (which sample each step
+    /// sees): a checkpoint that records them must match (0 / "": not checked).
+    int64_t batch_size = 0, limit = 0, accumulate = 0;
+    uint64_t seed = 0;
+    std::string data;
+    int64_t epochs = 0;  ///< the run's --epochs: not below the checkpoint's epoch (0: not checked)
 };
 
 /// Parses the checkpoint JSON and checks it against the run: its model name,
-/// its batches per epoch, whether it scales the loss, its world size and its
-/// best score. Any other text is an Error naming the field. The parts' own
+/// its batches per epoch, whether it scales the loss, its world size, its
+/// best score, the settings of its data stream (a change mid-run would train
+/// samples twice or skip them: an Error names the flag), its step against
+/// its epoch and batch, and --epochs against its epoch. Any other text is an Error naming the field. The parts' own
 /// JSON is checked by their load_state.
 CheckpointMeta parse_checkpoint_meta(const std::string& json, const CheckpointExpect& expect);
 

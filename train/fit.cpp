@@ -189,10 +189,36 @@ Outcome fit(Run& run, const FitOptions& options) {
         run.comm->broadcast(t, 0, "run directory name");
         now = std::time_t(t.data<int64_t>()[0]);
     }
+    // With ddp, a failure on the lead rank is every rank's: the others learn
+    // of it here instead of waiting in the first collective.
+    auto agree = [&](const std::string& failure, const char* what) {
+        if (!run.comm) return;
+        Tensor failed = full({1}, failure.empty() ? 0.0 : 1.0, {.dtype = DType::i32});
+        run.comm->all_reduce(failed, dist::ReduceOp::max, what);
+        if (failed.data<int32_t>()[0] != 0)
+            EMBER_FAIL(failure.empty() ? std::string("rank 0 could not prepare the run directory")
+                                       : failure);
+    };
     std::string dir, failure;
+    std::optional<RunLock> lock;  // the lead rank writes the directory: it holds the lock
     if (run.lead()) {
         try {
             dir = prepare_run_dir(run, now);
+            lock.emplace(dir);  // before anything in it is written
+        } catch (const Error& e) {
+            if (!run.comm) throw;
+            failure = e.what();
+        }
+    } else {
+        dir = !c.resume.empty() ? c.resume : c.out.empty() ? default_run_dir(run, now) : c.out;
+    }
+    agree(failure, "run directory check");
+    Position pos;
+    if (!c.resume.empty()) pos = load_checkpoint(dir, run);
+    // The configuration is written once the run is known good: a refused
+    // --resume leaves the run's config.toml as it was.
+    if (run.lead()) {
+        try {
             if (!options.config_toml.empty())
                 write_file_atomic((fs::path(dir) / "config.toml").string(), options.config_toml);
             for (const auto& [name, content] : run.task.files)
@@ -201,20 +227,8 @@ Outcome fit(Run& run, const FitOptions& options) {
             if (!run.comm) throw;
             failure = e.what();
         }
-    } else {
-        dir = !c.resume.empty() ? c.resume : c.out.empty() ? default_run_dir(run, now) : c.out;
     }
-    if (run.comm) {
-        Tensor failed = full({1}, failure.empty() ? 0.0 : 1.0, {.dtype = DType::i32});
-        run.comm->all_reduce(failed, dist::ReduceOp::max, "run directory check");
-        if (failed.data<int32_t>()[0] != 0)
-            EMBER_FAIL(failure.empty() ? std::string("rank 0 could not prepare the run directory")
-                                       : failure);
-    }
-    std::optional<RunLock> lock;  // the lead rank writes the directory: it holds the lock
-    if (run.lead()) lock.emplace(dir);
-    Position pos;
-    if (!c.resume.empty()) pos = load_checkpoint(dir, run);
+    agree(failure, "run files check");
     if (pos.epoch >= c.epochs) {  // a finished run: nothing to train
         Outcome out;
         out.complete = true;

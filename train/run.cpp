@@ -96,6 +96,8 @@ Run build_run(const TrainConfig& c, const std::function<Task()>& make_task) {
                 r.task.train_data->size(), " samples gives no batch");
     r.steps_per_epoch = (r.batches_per_epoch + c.accumulate - 1) / c.accumulate;
     r.total_steps = r.steps_per_epoch * c.epochs;
+    EMBER_CHECK(c.warmup < r.total_steps, "--warmup ", c.warmup, " is not shorter than the run (",
+                r.total_steps, " steps): the LR would never leave the warm-up");
     // Rank 0's weights on every rank, and the gradients in all-reduced buckets.
     if (r.comm) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.task.model, r.comm);
     std::vector<optim::GroupSpec> groups =

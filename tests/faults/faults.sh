@@ -144,4 +144,51 @@ expect_error "is not empty" "$ember" "${job[@]}" --out "$work/other"
 expect_error "--resume auto needs --out" "$ember" train --model mlp --resume auto
 expect_error "--stop-signals: 'KILL'" "$ember" train "${small[@]}" --stop-signals INT,KILL --out "$work/x"
 
+# 12. A config file: `key = true` on an option that takes a value does not
+#     swallow the next line, `false` is a value, a BOM, trailing comments and
+#     TOML's single quotes are understood, and settings that act on a run
+#     (stop-after, resume, config) are refused.
+printf '\xef\xbb\xbfout = true\nepochs = 2  # two\ndata = '"'"'fashion-mnist'"'"'\nddp = false\n' > "$work/c.toml"
+"$ember" train --config "$work/c.toml" --dump-config > "$work/dump.txt" 2>&1 || fail "config: $(cat "$work/dump.txt")"
+grep -qx 'epochs=2' "$work/dump.txt" && grep -qxE 'out="?true"?' "$work/dump.txt" &&
+    grep -qx 'data="fashion-mnist"' "$work/dump.txt" || fail "config file read wrong: $(grep -E '^(out|epochs|data)=' "$work/dump.txt")"
+echo "ok: config values, comments, BOM and quotes"
+printf 'stop-after = 3\n' > "$work/c2.toml"
+expect_error "'stop-after' cannot be set from a file" "$ember" train --config "$work/c2.toml" --out "$work/x"
+
+# 13. --resume with a flag that changes the data stream is refused, naming
+#     it; an --epochs below what the run has trained says what to give.
+"$ember" train "${small[@]}" --epochs 2 --out "$work/stream" --stop-after 25 > /dev/null
+[ $? -eq 130 ] || fail "stream run"
+cp "$work/stream/config.toml" "$work/stream.toml"
+expect_error "--batch-size 32 differs from the run's 64" "$ember" train --resume "$work/stream" --batch-size 32
+expect_error "--seed 7 differs from the run's 0" "$ember" train --resume "$work/stream" --seed 7
+expect_error "--limit 640 differs from the run's 1280" "$ember" train --resume "$work/stream" --limit 640
+expect_error "--data \"synthetic\" differs" "$ember" train --resume "$work/stream" --data synthetic
+expect_error "--epochs 1 is below the 1 epoch(s) the run has trained and begun; give --epochs 2" \
+    "$ember" train --resume "$work/stream" --epochs 1
+cmp -s "$work/stream/config.toml" "$work/stream.toml" || fail "a refused --resume rewrote config.toml"
+# A checkpoint whose step does not match its epoch and batch is refused.
+cp -r "$work/stream" "$work/tampered"
+python3 - "$work/tampered/checkpoint/state.safetensors" <<'PY' || fail "tampering"
+import json, struct, sys
+path = sys.argv[1]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = raw[8:8 + n].decode()
+assert '\\"step\\":25' in header, header[:300]
+header = header.replace('\\"step\\":25', '\\"step\\":26')
+open(path, "wb").write(raw[:8] + header.encode() + raw[8 + n:])
+PY
+expect_error "step 26 does not match epoch 1, batch 5 (expected step 25)" "$ember" train --resume "$work/tampered"
+"$ember" train --resume "$work/stream" > /dev/null || fail "resume with the run's own settings"
+
+# 14. Options that contradict the run: --warmup as long as the run is an
+#     error, --save-every beyond it a warning.
+expect_error "--warmup 100 is not shorter than the run (20 steps)" \
+    "$ember" train "${small[@]}" --epochs 1 --warmup 100 --out "$work/x"
+"$ember" train "${small[@]}" --epochs 1 --save-every 500 --out "$work/late" > /dev/null 2> "$work/late.err" ||
+    fail "--save-every beyond the run"
+grep -q "warning: --save-every 500 is beyond the run's 20 steps" "$work/late.err" || fail "no --save-every warning"
+
 echo "faults: all passed"

@@ -24,8 +24,35 @@ TEST_CASE("config_args: one whole flag per key = value line", "[train][config]")
         "deterministic = false\n"
         "lr =\n"
         "out = --resume\n";
-    CHECK(config_args(text, "run.toml") ==
-          Args{"--model=resnet8", "--epochs=3", "--anomaly", "--out=--resume"});
+    CHECK(config_args(text, "run.toml") == Args{"--model=resnet8", "--epochs=3", "--anomaly=true",
+                                                "--deterministic=false", "--out=--resume"});
+}
+
+TEST_CASE("config_args: true on a value option, comments, quotes, a BOM; run actions refused",
+          "[train][config]") {
+    // `out = true` once became a bare `--out`, which took the next line's
+    // flag as its value (the epochs were lost).
+    TrainConfig c;
+    CLI::App app{"train"};
+    add_train_options(app, c);
+    Args args = config_args("\xEF\xBB\xBFout = true\nepochs = 2 # two\ndata = 'synthetic' # a comment\n"
+                            "checkpoint-activations = false\nmodel = \"resnet8\"\n",
+                            "run.toml");
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
+    CHECK(c.out == "true");
+    CHECK(c.epochs == 2);
+    CHECK(c.data == "synthetic");
+    CHECK(c.model == "resnet8");
+    CHECK_FALSE(c.checkpoint_activations);
+    for (const char* key : {"stop-after", "resume", "config", "dump-config"})
+        CHECK_THROWS_WITH(config_args(std::string(key) + " = 3\n", "run.toml"),
+                          Catch::Contains("run.toml:1: '" + std::string(key) +
+                                          "' cannot be set from a file"));
+    CHECK_THROWS_WITH(config_args("out = \"runs/x\n", "run.toml"),
+                      Catch::Contains("run.toml:1: the string value of 'out' has no closing quote"));
+    CHECK_THROWS_WITH(config_args("out = \"a\" b\n", "run.toml"),
+                      Catch::Contains("unexpected 'b' after the value of 'out'"));
 }
 
 TEST_CASE("config_args: a line without '=' or with a bad key names the file and line",

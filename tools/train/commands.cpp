@@ -53,6 +53,11 @@ int run_train(CLI::App& app, TrainConfig c) {
     }
     if (c.threads > 0) omp_set_num_threads(c.threads);
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
+    if (c.save_every > run.total_steps && run.lead())
+        std::fprintf(stderr,
+                     "ember train: warning: --save-every %lld is beyond the run's %lld steps: "
+                     "checkpoints are written only at each epoch's end\n",
+                     (long long)c.save_every, (long long)run.total_steps);
     const Outcome out = fit(run, {.config_toml = app.config_to_str(true, false)});
     // Stopped by a signal: 128 + its number, as a shell reports a process the
     // signal ended (130 for Ctrl-C, 143 SIGTERM, 138 SIGUSR1); --stop-after: 130.

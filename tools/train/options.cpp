@@ -199,8 +199,12 @@ std::vector<std::string> config_args(const std::string& text, const std::string&
         const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
         return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
     };
+    // Settings that say what to do with a run, not what the run is: never
+    // taken from a file (a config.toml read back by --resume must not stop
+    // the run, or resume another).
+    static const char* const kNotConfigurable[] = {"config", "resume", "stop-after", "dump-config"};
     std::vector<std::string> args;
-    std::istringstream in(text);
+    std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);  // a BOM
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
         line = trim(line);
@@ -210,15 +214,29 @@ std::vector<std::string> config_args(const std::string& text, const std::string&
                     ": expected key = value, got '", line, "'");
         const std::string key = trim(line.substr(0, eq));
         std::string value = trim(line.substr(eq + 1));
-        if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
-            value = value.substr(1, value.size() - 2);
+        // A quoted string (TOML's "..." or '...'), or a bare value up to a comment.
+        if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
+            const size_t close = value.find(value[0], 1);
+            EMBER_CHECK(close != std::string::npos, "--config ", name, ":", n,
+                        ": the string value of '", key, "' has no closing quote");
+            const std::string rest = trim(value.substr(close + 1));
+            EMBER_CHECK(rest.empty() || rest[0] == '#', "--config ", name, ":", n,
+                        ": unexpected '", rest, "' after the value of '", key, "'");
+            value = value.substr(1, close - 1);
+        } else if (const size_t hash = value.find('#'); hash != std::string::npos) {
+            value = trim(value.substr(0, hash));
+        }
         EMBER_CHECK(!key.empty() && key[0] != '-' &&
-                        key.find_first_of(" \t\"") == std::string::npos,
+                        key.find_first_of(" \t\"'") == std::string::npos,
                     "--config ", name, ":", n, ": bad key '", key, "'");
-        if (value.empty() || value == "false") continue;
-        // One token, `--key=value`: a value that looks like a flag ("--",
-        // "--resume") stays a value.
-        args.push_back(value == "true" ? "--" + key : "--" + key + "=" + value);
+        for (const char* k : kNotConfigurable)
+            EMBER_CHECK(key != k, "--config ", name, ":", n, ": '", key,
+                        "' cannot be set from a file; give --", key, " on the command line");
+        if (value.empty()) continue;  // unset: the default
+        // One token, `--key=value`, for flags too (`--ddp=false`): a value is
+        // never taken for the next line's flag, and one that looks like a
+        // flag ("--", "--resume") stays a value.
+        args.push_back("--" + key + "=" + value);
     }
     return args;
 }
