@@ -5,7 +5,10 @@
 #include "train/checkpoint.h"
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "nn/safetensors.h"
@@ -33,6 +36,40 @@ int64_t integer(const json& j, const char* key, int64_t lo) {
     EMBER_CHECK(j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() >= lo,
                 "'", key, "' is missing or not an integer >= ", lo);
     return j[key].get<int64_t>();
+}
+
+// CRC-32 (zlib's) of a tensor's bytes in row-major order, as 8 hex digits.
+std::string checksum(const Tensor& t) {
+    const Tensor h = t.to(Device::cpu()).contiguous();
+    const uLong crc = crc32_z(0L, static_cast<const Bytef*>(h.data_ptr()),
+                              size_t(h.numel()) * dtype_size(h.dtype()));
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08lx", (unsigned long)crc);
+    return buf;
+}
+
+// checkpoint/step-<N>.safetensors: a kept checkpoint (--keep-checkpoints).
+std::string step_file(const std::string& run_dir, int64_t step) {
+    char name[48];
+    std::snprintf(name, sizeof name, "step-%08lld.safetensors", (long long)step);
+    return (fs::path(run_dir) / "checkpoint" / name).string();
+}
+
+// The kept checkpoints of a run, newest (highest step) first.
+std::vector<std::pair<int64_t, std::string>> kept_checkpoints(const std::string& run_dir) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(fs::path(run_dir) / "checkpoint", ec), end; !ec && it != end;
+         it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        long long step = -1;
+        char tail[32] = {};
+        if (std::sscanf(name.c_str(), "step-%lld.%31s", &step, tail) == 2 && step >= 0 &&
+            std::string(tail) == "safetensors")
+            out.emplace_back(int64_t(step), it->path().string());
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return out;
 }
 
 std::string text(const json& j, const char* key) {
@@ -80,9 +117,38 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
                 ": ", ec.message());
     // The task's own metadata (a text model's shape and tokenizer) too, so
     // that the checkpoint is as self-describing as the weights files.
+    // A CRC-32 per tensor: a bit flipped on disk is found on resume, not trained on.
+    json sums = json::object();
+    for (const auto& [name, t] : tensors) sums[name] = checksum(t);
+    meta["checksums"] = sums;
     std::map<std::string, std::string> file_meta = run.task.metadata;
     file_meta[kKey] = meta.dump();
-    nn::save_safetensors(checkpoint_path(run_dir), tensors, file_meta);
+    const std::string path = checkpoint_path(run_dir);
+    nn::save_safetensors(path, tensors, file_meta);
+    keep_checkpoints(run_dir, pos.step, run.config.keep_checkpoints);
+}
+
+void keep_checkpoints(const std::string& run_dir, int64_t step, int64_t keep) {
+    std::error_code ec;
+    if (keep > 1) {
+        // The newest as step-N too: a hard link to state.safetensors (both
+        // complete files; a copy where links are not supported).
+        const std::string kept = step_file(run_dir, step);
+        fs::remove(kept, ec);
+        fs::create_hard_link(checkpoint_path(run_dir), kept, ec);
+        if (ec) {
+            const std::string tmp = kept + ".partial";
+            fs::copy_file(checkpoint_path(run_dir), tmp, fs::copy_options::overwrite_existing, ec);
+            EMBER_CHECK(!ec, "cannot keep checkpoint ", kept, ": ", ec.message());
+            fs::rename(tmp, kept, ec);
+            EMBER_CHECK(!ec, "cannot keep checkpoint ", kept, ": ", ec.message());
+        }
+    }
+    // Only the newest `keep` (the one just written counts) stay.
+    const auto all = kept_checkpoints(run_dir);
+    for (size_t i = size_t(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove(all[i].second, ec);
+    if (keep == 1)
+        for (const auto& [s, p] : all) fs::remove(p, ec);
 }
 
 bool improves(Metric metric, const Evaluation& e, const std::optional<double>& best) {
@@ -176,38 +242,78 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
     return m;
 }
 
+namespace {
+
+// Restores `run` from the checkpoint file at `path`; an Error says why it
+// cannot be used (unreadable, a checksum that does not match, a run it does
+// not fit). Checked whole before anything of the run changes but the parts'
+// own loads, each of which checks before it commits.
+Position load_one(const std::string& path, Run& run) {
+    const nn::TensorFile file = nn::load_safetensors(path);
+    const auto it = file.metadata.find(kKey);
+    EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
+    const CheckpointMeta meta = parse_checkpoint_meta(
+        it->second, {.model = run.task.name,
+                     .batches_per_epoch = run.batches_per_epoch,
+                     .scaler = bool(run.scaler),
+                     .world_size = run.world_size(),
+                     .metric = run.task.metric,
+                     .batch_size = run.config.batch_size,
+                     .limit = run.config.limit,
+                     .accumulate = run.config.accumulate,
+                     .seed = run.config.seed,
+                     .data = run.config.data,
+                     .epochs = run.config.epochs});
+    // Every tensor's CRC-32 (absent in checkpoints written before them).
+    const json j = json::parse(it->second, nullptr, false);
+    if (j.is_object() && j.contains("checksums")) {
+        const json& sums = j["checksums"];
+        EMBER_CHECK(sums.is_object() && sums.size() == file.tensors.size(),
+                    "the checksums do not cover the file's ", file.tensors.size(), " tensors");
+        for (const auto& [name, t] : file.tensors) {
+            EMBER_CHECK(sums.contains(name) && sums[name].is_string(), "no checksum for '", name, "'");
+            EMBER_CHECK(sums[name].get<std::string>() == checksum(t), "the checksum of '", name,
+                        "' does not match: the file was damaged after it was written");
+        }
+    }
+    run.optimizer->load_state(with_prefix(file, "optim."), meta.optimizer);
+    run.schedule->load_state(meta.schedule);
+    if (run.scaler) run.scaler->load_state(meta.scaler);
+    run.model().load_state_dict(with_prefix(file, "model."));
+    default_generator().set_state({meta.rng_seed, meta.rng_offset});
+    return meta.position;
+}
+
+}  // namespace
+
 Position load_checkpoint(const std::string& run_dir, Run& run) {
     const std::string path = checkpoint_path(run_dir);
-    EMBER_CHECK(fs::exists(path), "resume: ", run_dir, " has no checkpoint (", path,
+    // The newest first, then the kept ones from newest to oldest (those that
+    // are the newest itself, as a link, skipped).
+    std::vector<std::string> candidates;
+    std::error_code ec;
+    if (fs::exists(path, ec)) candidates.push_back(path);
+    for (const auto& [step, p] : kept_checkpoints(run_dir))
+        if (candidates.empty() || !fs::equivalent(p, path, ec)) candidates.push_back(p);
+    EMBER_CHECK(!candidates.empty(), "resume: ", run_dir, " has no checkpoint (", path,
                 " is missing): nothing to resume");
-    const nn::TensorFile file = nn::load_safetensors(path);
-    try {
-        const auto it = file.metadata.find(kKey);
-        EMBER_CHECK(it != file.metadata.end(), "no '", kKey, "' metadata: not an ember checkpoint");
-        const CheckpointMeta meta = parse_checkpoint_meta(
-            it->second, {.model = run.task.name,
-                         .batches_per_epoch = run.batches_per_epoch,
-                         .scaler = bool(run.scaler),
-                         .world_size = run.world_size(),
-                         .metric = run.task.metric,
-                         .batch_size = run.config.batch_size,
-                         .limit = run.config.limit,
-                         .accumulate = run.config.accumulate,
-                         .seed = run.config.seed,
-                         .data = run.config.data,
-                         .epochs = run.config.epochs});
-        // Each load below checks its own part before changing it; if one
-        // fails the resume stops and the half-restored run is thrown away
-        // (nothing on disk changes).
-        run.optimizer->load_state(with_prefix(file, "optim."), meta.optimizer);
-        run.schedule->load_state(meta.schedule);
-        if (run.scaler) run.scaler->load_state(meta.scaler);
-        run.model().load_state_dict(with_prefix(file, "model."));
-        default_generator().set_state({meta.rng_seed, meta.rng_offset});
-        return meta.position;
-    } catch (const Error& e) {
-        EMBER_FAIL("resume from ", path, ": ", e.what());
+    std::string failures;
+    for (const std::string& c : candidates) {
+        try {
+            const Position pos = load_one(c, run);
+            if (!failures.empty() && run.lead())
+                std::fprintf(stderr, "ember train: warning: %s; resuming from %s (step %lld)\n",
+                             failures.c_str(), c.c_str(), (long long)pos.step);
+            return pos;
+        } catch (const Error& e) {
+            // A half-restored run is restored whole by the next candidate.
+            failures += (failures.empty() ? "" : "; ") + std::string("checkpoint ") + c +
+                        " cannot be used (" + e.what() + ")";
+        }
     }
+    EMBER_FAIL("resume from ", run_dir, ": ", failures,
+               candidates.size() == 1 ? "; no older checkpoint to fall back to (--keep-checkpoints)"
+                                      : "");
 }
 
 std::optional<std::string> recorded_model(const std::string& path) {

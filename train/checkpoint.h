@@ -32,8 +32,15 @@ double score(Metric metric, const Evaluation& e);
 /// RUN_DIR/checkpoint/state.safetensors.
 std::string checkpoint_path(const std::string& run_dir);
 
-/// Writes the checkpoint of `run` at `pos` (atomically: temp file, fsync, rename).
+/// Writes the checkpoint of `run` at `pos` (atomically: temp file, fsync,
+/// rename), with a CRC-32 of every tensor, then keeps the newest
+/// run.config.keep_checkpoints of them (keep_checkpoints).
 void save_checkpoint(const std::string& run_dir, const Run& run, const Position& pos);
+
+/// With keep > 1, the checkpoint just written at `step` is also kept as
+/// checkpoint/step-<N>.safetensors (a hard link); of those, only the newest
+/// `keep` stay (none with keep = 1).
+void keep_checkpoints(const std::string& run_dir, int64_t step, int64_t keep);
 
 /// The checked JSON a checkpoint carries (its "ember.checkpoint" metadata).
 struct CheckpointMeta {
@@ -61,11 +68,14 @@ struct CheckpointExpect {
 /// its batches per epoch, whether it scales the loss, its world size, its
 /// best score, the settings of its data stream (a change mid-run would train
 /// samples twice or skip them: an Error names the flag), its step against
-/// its epoch and batch, and --epochs against its epoch. Any other text is an Error naming the field. The parts' own
-/// JSON is checked by their load_state.
+/// its epoch and batch, and --epochs against its epoch. Any other text is an
+/// Error naming the field. The parts' own JSON is checked by their load_state.
 CheckpointMeta parse_checkpoint_meta(const std::string& json, const CheckpointExpect& expect);
 
-/// Restores `run` (built from the same configuration) and returns the
+/// Restores `run` (built from the same configuration) from the newest
+/// checkpoint that can be used — state.safetensors, else the kept step-N
+/// files from the newest — saying on stderr which ones could not be used
+/// and why (never silently); an Error when none can. Returns the
 /// position. A corrupt or mismatched checkpoint is an Error naming the file
 /// and the problem (the run is then unusable: build it again).
 Position load_checkpoint(const std::string& run_dir, Run& run);

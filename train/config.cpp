@@ -88,6 +88,8 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(one_of(c.on_nonfinite, nonfinite_names()), "--on-nonfinite: '", c.on_nonfinite,
                 "' is not one of ", joined(nonfinite_names()));
     EMBER_CHECK(c.max_skips >= 1, "--max-skips must be >= 1, got ", c.max_skips);
+    EMBER_CHECK(c.keep_checkpoints >= 1 && c.keep_checkpoints <= 1000000,
+                "--keep-checkpoints must be in [1, 1000000], got ", c.keep_checkpoints);
     (void)stop_signal_numbers(c.stop_signals);  // throws on a name it does not know
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }

@@ -54,6 +54,7 @@ struct TrainConfig {
     /// files of one that stopped before its first checkpoint.
     bool restart = false;
     int64_t save_every = 0;                 ///< steps between checkpoints; 0: each epoch
+    int64_t keep_checkpoints = 1;           ///< checkpoints kept (the newest and K − 1 before it)
     int64_t eval_every = 1;                 ///< epochs between evaluations
     int64_t log_every = 50;                 ///< steps between progress lines and metrics
     int64_t limit = 0;                      ///< the first N training samples; 0: all

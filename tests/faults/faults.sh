@@ -191,4 +191,40 @@ expect_error "--warmup 100 is not shorter than the run (20 steps)" \
     fail "--save-every beyond the run"
 grep -q "warning: --save-every 500 is beyond the run's 20 steps" "$work/late.err" || fail "no --save-every warning"
 
+# 15. Damaged checkpoints: a flipped bit is found by the tensors' checksums
+#     (never trained on); with --keep-checkpoints the resume says so and falls
+#     back to the newest older one, and the run still ends with the bytes of an
+#     uninterrupted run; a truncated one likewise.
+flip() {  # flips one bit of the tensor data of a safetensors file
+    python3 - "$1" <<'PY'
+import struct, sys
+path = sys.argv[1]
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+raw[8 + n + 1000] ^= 0x10
+open(path, "wb").write(bytes(raw))
+PY
+}
+keep=("${small[@]}" --save-every 5 --keep-checkpoints 3)
+"$ember" train "${keep[@]}" --epochs 2 --out "$work/keep-straight" > /dev/null || fail "keep: straight run"
+"$ember" train "${keep[@]}" --epochs 2 --stop-after 20 --out "$work/keep" > /dev/null
+[ $? -eq 130 ] || fail "keep: the first 20 steps"
+[ "$(ls "$work/keep/checkpoint" | tr '\n' ' ')" = "state.safetensors step-00000010.safetensors step-00000015.safetensors step-00000020.safetensors " ] ||
+    fail "kept checkpoints: $(ls "$work/keep/checkpoint")"
+flip "$work/keep/checkpoint/state.safetensors"
+"$ember" train --resume "$work/keep" > "$work/keep.txt" 2> "$work/keep.err" ||
+    fail "keep: resume after a flipped bit: $(tail -2 "$work/keep.err")"
+grep -q "warning: checkpoint $work/keep/checkpoint/state.safetensors cannot be used (.*the checksum of '.*' does not match.*); resuming from $work/keep/checkpoint/step-00000015.safetensors (step 15)" "$work/keep.err" ||
+    fail "keep: no fallback message: $(cat "$work/keep.err")"
+cmp -s "$work/keep/last.safetensors" "$work/keep-straight/last.safetensors" || fail "keep: the fallen-back run ends differently"
+echo "ok: a flipped bit falls back to the previous checkpoint, and the run ends byte-identical"
+truncate -s 4000 "$work/keep/checkpoint/state.safetensors"
+"$ember" train --resume "$work/keep" --epochs 3 > /dev/null 2> "$work/keep3.err" || fail "keep: resume after truncation"
+grep -q "cannot be used" "$work/keep3.err" || fail "keep: a truncated checkpoint was not reported"
+echo "ok: a truncated checkpoint falls back"
+"$ember" train "${small[@]}" --epochs 1 --out "$work/one" > /dev/null || fail "one checkpoint run"
+flip "$work/one/checkpoint/state.safetensors"
+expect_error "does not match: the file was damaged after it was written); no older checkpoint to fall back to" \
+    "$ember" train --resume "$work/one" --epochs 2
+
 echo "faults: all passed"

@@ -141,6 +141,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Signals that finish the step, write a checkpoint and stop the run (exit 128 "
                    "+ the signal's number)")
         ->capture_default_str();
+    app.add_option("--keep-checkpoints", c.keep_checkpoints,
+                   "Checkpoints kept: the newest and the ones before it (checkpoint/step-N."
+                   "safetensors); a resume falls back to an older one when the newest is unreadable")
+        ->check(CLI::Range(int64_t(1), int64_t(1000000)))
+        ->capture_default_str();
     app.add_option("--save-every", c.save_every, "Steps between checkpoints (0: each epoch)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
