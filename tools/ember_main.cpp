@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
         app.parse(int(argp.size()), argp.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
-    } catch (const ember::Error& e) {
+    } catch (const std::exception& e) {  // ember::Error, or a file system error on a path given
         std::fprintf(stderr, "ember: error: %s\n", e.what());
         return 1;
     }

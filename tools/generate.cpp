@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "tools/cli_checks.h"
 #include "train/config.h"
 #include "train/generate.h"
 #include "tools/commands.h"
@@ -18,14 +19,14 @@ void add_generate_options(CLI::App& app, GenerateConfig& c) {
     app.add_option("--weights", c.weights, "A weights file of such a run instead");
     app.add_option("--prompt", c.prompt, "Text to continue (default: a new line)");
     app.add_option("--tokens", c.options.tokens, "Tokens to generate")
-        ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+        ->check(cli::whole(0, int64_t(1) << 24))
         ->capture_default_str();
     app.add_option("--temperature", c.options.temperature,
                    "Sharpens (< 1) or flattens (> 1) the distribution; 0: the most likely token")
-        ->check(CLI::Range(0.0, 100.0))
+        ->check(cli::number(0.0, 100.0))
         ->capture_default_str();
     app.add_option("--top-k", c.options.top_k, "Draw among the k most likely tokens (0: all)")
-        ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+        ->check(cli::whole(0, int64_t(1) << 24))
         ->capture_default_str();
     app.add_option("--seed", c.options.seed, "Seed: the same seed and prompt give the same text")
         ->capture_default_str();

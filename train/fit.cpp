@@ -50,13 +50,15 @@ std::string prepare_run_dir(const Run& run, std::time_t now) {
     const TrainConfig& c = run.config;
     std::error_code ec;
     if (!c.resume.empty()) {
-        EMBER_CHECK(fs::is_directory(c.resume), "--resume ", c.resume, ": no such run directory");
-        EMBER_CHECK(fs::exists(checkpoint_path(c.resume)), "--resume ", c.resume,
+        EMBER_CHECK(fs::is_directory(c.resume, ec), "--resume ", c.resume, ": no such run directory",
+                    ec ? " (" + ec.message() + ")" : std::string());
+        EMBER_CHECK(fs::exists(checkpoint_path(c.resume), ec), "--resume ", c.resume,
                     ": no checkpoint in it (", checkpoint_path(c.resume), ")");
         return c.resume;
     }
     const std::string dir = c.out.empty() ? default_run_dir(run, now) : c.out;
-    EMBER_CHECK(!fs::exists(checkpoint_path(dir)), "--out ", dir,
+    check_path_room(dir, "--out");
+    EMBER_CHECK(!fs::exists(checkpoint_path(dir), ec), "--out ", dir,
                 " already holds a run; continue it with --resume ", dir, " or choose another --out");
     // New or empty: a run never writes over files it did not make.
     if (fs::is_directory(dir, ec)) {
@@ -80,7 +82,6 @@ std::string prepare_run_dir(const Run& run, std::time_t now) {
         EMBER_CHECK(!fs::exists(fs::symlink_status(dir, ec)), "--out ", dir,
                     " exists and is not a directory");
     }
-    check_path_room(dir, "--out");
     fs::create_directories(dir, ec);
     EMBER_CHECK(!ec && fs::is_directory(dir), "--out ", dir, ": cannot create it (",
                 ec ? ec.message() : "not a directory", ")");

@@ -115,6 +115,8 @@ Metrics parse_metrics(std::istream& in, const std::string& name) {
             j = json::parse(text);
         } catch (const json::parse_error& e) {
             bad_line(w, "not valid JSON (" + parse_problem(e.what()) + ")");
+        } catch (const json::out_of_range& e) {  // a number too large for a double: 1e999
+            bad_line(w, std::string("a number out of range (") + e.what() + ")");
         }
         if (!j.is_object()) bad_line(w, str("a JSON ", j.type_name(), ", not an object"));
         const auto kind = j.find("kind");

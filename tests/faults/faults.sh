@@ -86,8 +86,8 @@ python3 -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$o
 echo "ok: curves.svg of a non-UTF-8 directory name"
 
 # 7. NaN for a number is refused, not taken as "off" or a huge budget.
-expect_error "--clip-grad must be a finite number" "$ember" train "${small[@]}" --clip-grad nan --out "$work/x"
-expect_error "--memory-budget must be a positive number" "$ember" max-batch --model mlp --memory-budget nan
+expect_error "--clip-grad: 'nan' is not a finite number" "$ember" train "${small[@]}" --clip-grad nan --out "$work/x"
+expect_error "--memory-budget: 'nan' is not a finite number" "$ember" max-batch --model mlp --memory-budget nan
 [ ! -e "$work/x" ] || fail "a refused start left a run directory"
 
 # 8. A run directory too long for its files fails at the start, leaving nothing.
@@ -226,5 +226,17 @@ echo "ok: a truncated checkpoint falls back"
 flip "$work/one/checkpoint/state.safetensors"
 expect_error "does not match: the file was damaged after it was written); no older checkpoint to fall back to" \
     "$ember" train --resume "$work/one" --epochs 2
+
+# 16. Messages with the context to act on: a word for a number, a range
+#     without DBL_MAX's 309 digits, a path too long for the file system
+#     (once an uncaught exception: an abort), a number too large in
+#     metrics.jsonl (the file and line named).
+expect_error "--epochs: 'five' is not a whole number" "$ember" train --epochs five
+expect_error "--memory-budget: 'five' is not a number" "$ember" max-batch --model mlp --memory-budget five
+expect_error "--memory-budget: -1 is not positive" "$ember" max-batch --model mlp --memory-budget -1
+[ "$(wc -c < "$work/err.txt")" -lt 200 ] || fail "a range message of $(wc -c < "$work/err.txt") bytes"
+expect_error "no such run directory (File name too long)" "$ember" train --resume "$work/$(printf 'x%.0s' $(seq 1 300))"
+mkdir -p "$work/big" && echo '{"kind": "step", "step": 1, "loss": 1e999}' > "$work/big/metrics.jsonl"
+expect_error "big/metrics.jsonl:1: a number out of range" "$ember" plot "$work/big"
 
 echo "faults: all passed"

@@ -5,9 +5,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <csignal>
 
 #include "core/error.h"
 #include "tools/train/options.h"
+#include "train/config.h"
 
 using namespace ember;
 using namespace ember::train;
@@ -87,4 +90,30 @@ TEST_CASE("config_args: a value that looks like a flag stays the option's value"
     CHECK(d.epochs == 4);
     CHECK(d.batch_size == 64);
     CHECK(d.resume.empty());
+}
+
+TEST_CASE("validate: real-valued settings must be finite; the run's safety settings checked",
+          "[train][config]") {
+    // A C++ program fills TrainConfig without CLI11's checks: NaN must not
+    // turn clipping off or a timeout into forever.
+    auto fails = [](auto change, const char* what) {
+        TrainConfig c;
+        change(c);
+        CHECK_THROWS_WITH(validate(c), Catch::Contains(what));
+    };
+    fails([](TrainConfig& c) { c.clip_grad = NAN; }, "--clip-grad must be a finite number");
+    fails([](TrainConfig& c) { c.dist_timeout = NAN; }, "--dist-timeout must be a finite number");
+    fails([](TrainConfig& c) { c.momentum = 1.0; }, "--momentum must be in [0, 1)");
+    fails([](TrainConfig& c) { c.on_nonfinite = "ignore"; }, "--on-nonfinite: 'ignore'");
+    fails([](TrainConfig& c) { c.max_skips = 0; }, "--max-skips must be >= 1");
+    fails([](TrainConfig& c) { c.keep_checkpoints = 0; }, "--keep-checkpoints must be in");
+    fails([](TrainConfig& c) { c.stop_signals = "INT,BOGUS"; }, "--stop-signals: 'BOGUS'");
+    TrainConfig ok;
+    ok.stop_signals = "SIGINT,USR2";
+    CHECK_NOTHROW(validate(ok));
+    CHECK(stop_signal_numbers("INT,SIGTERM,USR1") == std::vector<int>{SIGINT, SIGTERM, SIGUSR1});
+    // --resume auto: the run in --out only when it has a checkpoint.
+    CHECK(resolve_resume("runs/a", "") == "runs/a");
+    CHECK(resolve_resume("auto", "/nonexistent/ember-run") == "");
+    CHECK_THROWS_WITH(resolve_resume("auto", ""), Catch::Contains("--resume auto needs --out"));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "nn/safetensors.h"
+#include "tools/cli_checks.h"
 #include "tools/train/options.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
@@ -35,7 +36,7 @@ CLI::App* add_eval_command(CLI::App& root, EvalConfig& c) {
     app->add_option("--amp", c.amp, "off, bf16 or f16")
         ->check(CLI::IsMember(amp_names()))
         ->capture_default_str();
-    app->add_option("--workers", c.workers, "Loader threads")->check(CLI::Range(0, 256));
+    app->add_option("--workers", c.workers, "Loader threads")->check(cli::whole(0, 256));
     return app;
 }
 
@@ -81,10 +82,14 @@ int run_train(CLI::App& app, TrainConfig c) {
         return 3;
     }
     if (out.interrupted) {
+        // --ddp: the same launch, with the same number of ranks.
+        const std::string launch =
+            run.comm ? "mpirun -np " + std::to_string(run.world_size()) + " ember train --ddp"
+                     : std::string("ember train");
         std::printf("interrupted after step %lld: checkpoint written to %s\n"
-                    "resume with: ember train --resume %s\n",
+                    "resume with: %s --resume %s\n",
                     (long long)out.position.step, checkpoint_path(out.run_dir).c_str(),
-                    out.run_dir.c_str());
+                    launch.c_str(), out.run_dir.c_str());
         return stopped;
     }
     const std::string& split = run.task.eval_split;

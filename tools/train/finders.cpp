@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "optim/lr_find.h"
+#include "tools/cli_checks.h"
 #include "tools/train/options.h"
 #include "train/recipe.h"
 #include "train/run.h"
@@ -27,7 +28,7 @@ void add_model_options(CLI::App& app, TrainConfig& c) {
         ->capture_default_str();
     app.add_option("--data-dir", c.data_dir, "Folder with the dataset's files");
     app.add_option("--batch-size", c.batch_size, "Samples per batch")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->check(cli::whole(1, int64_t(1) << 20))
         ->capture_default_str();
     app.add_option("--optimizer", c.optimizer, joined(optimizer_names()))
         ->check(CLI::IsMember(optimizer_names()))
@@ -37,11 +38,11 @@ void add_model_options(CLI::App& app, TrainConfig& c) {
         ->check(CLI::IsMember(amp_names()))
         ->capture_default_str();
     app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
-    app.add_option("--workers", c.workers, "Loader threads")->check(CLI::Range(0, 256));
+    app.add_option("--workers", c.workers, "Loader threads")->check(cli::whole(0, 256));
     app.add_option("--seed", c.seed, "Seed")->capture_default_str();
     app.add_option("--limit", c.limit, "Use the first N training samples (0: all)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")->check(CLI::Range(0, 1024));
+        ->check(cli::at_least(0));
+    app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")->check(cli::whole(0, 1024));
 }
 
 }  // namespace
@@ -53,7 +54,7 @@ CLI::App* add_lr_find_command(CLI::App& root, LrFindConfig& c) {
     app->add_option("--start-lr", c.start_lr, "First LR of the sweep")->capture_default_str();
     app->add_option("--end-lr", c.end_lr, "Last LR of the sweep")->capture_default_str();
     app->add_option("--steps", c.steps, "LRs tried (one training step each)")
-        ->check(CLI::Range(int64_t(3), int64_t(100000)))
+        ->check(cli::whole(3, 100000))
         ->capture_default_str();
     app->add_option("--out", c.svg, "Where the SVG of loss against LR goes")->capture_default_str();
     return app;
@@ -120,10 +121,10 @@ CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c) {
     add_model_options(*app, c.train);
     app->add_option("--memory-budget", c.budget_mib,
                     "CPU: the memory a training step may hold, in MiB (GPU: the device's memory)")
-        ->check(CLI::PositiveNumber)
+        ->check(cli::positive())
         ->capture_default_str();
     app->add_option("--max", c.max_batch, "The largest batch to try")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->check(cli::whole(1, int64_t(1) << 24))
         ->capture_default_str();
     return app;
 }

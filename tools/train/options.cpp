@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "tools/cli_checks.h"
 #include "train/recipe.h"
 
 namespace ember::train {
@@ -53,10 +54,10 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Folder with the dataset's files (default: $EMBER_DATA/fashion-mnist, else the "
                    "Debian package's directory)");
     app.add_option("--epochs", c.epochs, "Total epochs (with --resume: the total, not more)")
-        ->check(CLI::Range(int64_t(1), int64_t(100000)))
+        ->check(cli::whole(1, 100000))
         ->capture_default_str();
     app.add_option("--batch-size", c.batch_size, "Samples per micro-batch")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->check(cli::whole(1, int64_t(1) << 20))
         ->capture_default_str();
     app.add_option("--lr", c.lr,
                    "Peak learning rate (default: the optimizer's; see docs/train.md)");
@@ -67,13 +68,13 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Weight decay of matrices and kernels; biases and norms get none "
                    "(default: the optimizer's)");
     app.add_option("--momentum", c.momentum, "Momentum of sgd and lars")
-        ->check(CLI::Range(0.0, 0.999))
+        ->check(cli::number(0.0, 0.999))
         ->capture_default_str();
     app.add_option("--schedule", c.schedule, "LR schedule: " + joined(schedule_names()))
         ->check(CLI::IsMember(schedule_names()))
         ->capture_default_str();
     app.add_option("--warmup", c.warmup, "Linear warm-up steps before the schedule")
-        ->check(CLI::NonNegativeNumber)
+        ->check(cli::at_least(0))
         ->capture_default_str();
     app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto (CUDA when a GPU is present)")
         ->capture_default_str();
@@ -81,13 +82,13 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->check(CLI::IsMember(amp_names()))
         ->capture_default_str();
     app.add_option("--workers", c.workers, "Loader threads (0: load on the training thread)")
-        ->check(CLI::Range(0, 256))
+        ->check(cli::whole(0, 256))
         ->capture_default_str();
     app.add_option("--accumulate", c.accumulate, "Micro-batches per optimizer step")
-        ->check(CLI::Range(int64_t(1), int64_t(4096)))
+        ->check(cli::whole(1, 4096))
         ->capture_default_str();
     app.add_option("--clip-grad", c.clip_grad, "Clip the global gradient norm to this (0: off)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(cli::at_least(0))
         ->capture_default_str();
     app.add_flag("--checkpoint-activations", c.checkpoint_activations,
                  "Recompute each block's activations in backward instead of keeping them");
@@ -97,19 +98,19 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->check(CLI::IsMember(memory_format_names()))
         ->capture_default_str();
     app.add_option("--layers", c.layers, "gpt: transformer blocks")
-        ->check(CLI::Range(int64_t(1), int64_t(1024)))
+        ->check(cli::whole(1, 1024))
         ->capture_default_str();
     app.add_option("--heads", c.heads, "gpt: attention heads per block")
-        ->check(CLI::Range(int64_t(1), int64_t(1024)))
+        ->check(cli::whole(1, 1024))
         ->capture_default_str();
     app.add_option("--embd", c.embd, "gpt: model width (a multiple of --heads)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+        ->check(cli::whole(1, int64_t(1) << 16))
         ->capture_default_str();
     app.add_option("--block", c.block, "gpt: context length in tokens")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->check(cli::whole(1, int64_t(1) << 20))
         ->capture_default_str();
     app.add_option("--dropout", c.dropout, "gpt: dropout of attention and residuals")
-        ->check(CLI::Range(0.0, 0.99))
+        ->check(cli::number(0.0, 0.99))
         ->capture_default_str();
     app.add_option("--tokenizer", c.tokenizer,
                    "gpt: char (the corpus's characters) or byte (any bytes, 256 tokens)")
@@ -130,7 +131,7 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->capture_default_str();
     app.add_option("--max-skips", c.max_skips,
                    "With --on-nonfinite skip: stop after this many skipped steps in a row")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+        ->check(cli::whole(1, int64_t(1) << 40))
         ->capture_default_str();
     app.add_option("--out", c.out, "Run directory (default: runs/<model>-<timestamp>)");
     app.add_option("--resume", c.resume,
@@ -144,34 +145,34 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--keep-checkpoints", c.keep_checkpoints,
                    "Checkpoints kept: the newest and the ones before it (checkpoint/step-N."
                    "safetensors); a resume falls back to an older one when the newest is unreadable")
-        ->check(CLI::Range(int64_t(1), int64_t(1000000)))
+        ->check(cli::whole(1, 1000000))
         ->capture_default_str();
     app.add_option("--save-every", c.save_every, "Steps between checkpoints (0: each epoch)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(cli::at_least(0))
         ->capture_default_str();
     app.add_option("--eval-every", c.eval_every, "Epochs between evaluations on the test set")
-        ->check(CLI::Range(int64_t(1), int64_t(100000)))
+        ->check(cli::whole(1, 100000))
         ->capture_default_str();
     app.add_option("--log-every", c.log_every, "Steps between progress lines and metrics")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+        ->check(cli::whole(1, int64_t(1) << 30))
         ->capture_default_str();
     app.add_option("--limit", c.limit, "Train on the first N samples only (0: all)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(cli::at_least(0))
         ->capture_default_str();
     app.add_option("--threads", c.threads, "OpenMP threads (0: the default)")
-        ->check(CLI::Range(0, 1024))
+        ->check(cli::whole(0, 1024))
         ->capture_default_str();
     app.add_flag("--ddp", c.ddp,
                  "Data parallelism over the ranks of an MPI launch: mpirun -np N ember train "
                  "--ddp (docs/dist.md); --batch-size is per rank");
     app.add_option("--dist-timeout", c.dist_timeout,
                    "Seconds a collective may take before the run fails naming the missing rank")
-        ->check(CLI::Range(0.001, 1e6))
+        ->check(cli::number(0.001, 1e6))
         ->capture_default_str();
     app.add_option("--stop-after", c.stop_after,
                    "Stop as if interrupted after this many steps: checkpoint, then exit 130 "
                    "(for scripts and tests; 0: never)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(cli::at_least(0))
         ->configurable(false);
     app.add_flag("--dump-config", c.dump_config, "Print the effective configuration and exit")
         ->configurable(false);
@@ -265,8 +266,9 @@ std::vector<std::string> expand_config(int argc, char** argv) {
     // would take it; else nothing to read.
     if (resume == "auto") resume = resolve_resume(resume, out);
     if (file.empty() && !resume.empty()) {
-        EMBER_CHECK(std::filesystem::is_directory(resume), "--resume ", resume,
-                    ": no such run directory");
+        std::error_code ec;
+        EMBER_CHECK(std::filesystem::is_directory(resume, ec), "--resume ", resume,
+                    ": no such run directory", ec ? " (" + ec.message() + ")" : std::string());
         file = resume + "/config.toml";
     }
     if (file.empty()) return args;
