@@ -64,11 +64,18 @@ std::string prepare_run_dir(const Run& run, std::time_t now) {
     if (fs::is_directory(dir, ec)) {
         // Under --resume auto, a run that stopped before its first
         // checkpoint is started again: its own files may be replaced.
-        static const char* const kRunFiles[] = {"config.toml", "metrics.jsonl", "curves.svg",
-                                                 "tokenizer.json", ".lock"};
+        // (What a run writes before its first checkpoint, and the
+        // temporaries of a write it was killed in.)
+        static const char* const kRunFiles[] = {"config.toml",      "metrics.jsonl",
+                                                 "curves.svg",       "tokenizer.json",
+                                                 ".lock",            "checkpoint",
+                                                 "last.safetensors", "best.safetensors"};
         auto own = [&](const fs::path& p) {
+            if (!c.restart) return false;
+            const std::string name = p.filename().string();
+            if (name[0] == '.' && name.find(".ember-tmp-") != std::string::npos) return true;
             for (const char* f : kRunFiles)
-                if (p.filename() == f) return c.restart;
+                if (name == f) return true;
             return false;
         };
         fs::directory_iterator it(dir, ec);
