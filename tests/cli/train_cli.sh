@@ -165,6 +165,43 @@ PY
     cmp -s "$work/whole/last.safetensors" "$work/parts/last.safetensors" ||
         fail "ddp: stop at step 20 and resume differs from the uninterrupted run"
     expect_error "written by 2 rank(s) and this run has 1" "$ember" train --resume "$work/parts" --epochs 3
+    grep -q "resume with: mpirun -np 2 ember train --ddp --resume $work/parts" "$work/p1.txt" ||
+        fail "ddp: the resume hint lacks the launch: $(grep 'resume with' "$work/p1.txt")"
+    # A rank that stalls (stopped) or dies mid-run: the job ends within
+    # --dist-timeout's reach, naming the rank that did not arrive, never hangs.
+    for how in STOP KILL; do
+        "${mpi[@]}" "$ember" "${common[@]}" --limit 64000 --epochs 50 --dist-timeout 3 \
+            --out "$work/fault-$how" > "$work/fault-$how.txt" 2>&1 &
+        job=$!
+        for _ in $(seq 1 600); do  # the start table, then a moment of training
+            grep -q "^  ranks  " "$work/fault-$how.txt" 2> /dev/null && break
+            sleep 0.1
+        done
+        sleep 1
+        victim=""
+        for p in $(pgrep -f -- "--out $work/fault-$how"); do
+            tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+        done
+        [ -n "$victim" ] || fail "ddp $how: rank 1's process not found"
+        start=$(date +%s)
+        kill -s "$how" "$victim"
+        ( sleep 60; kill -9 $job 2> /dev/null ) & watchdog=$!
+        wait $job
+        rc=$?
+        kill $watchdog 2> /dev/null
+        kill -CONT "$victim" 2> /dev/null; kill -9 "$victim" 2> /dev/null
+        elapsed=$(( $(date +%s) - start ))
+        [ $rc -ne 0 ] || fail "ddp $how: the job exited 0"
+        [ $elapsed -lt 45 ] || fail "ddp $how: the job took $elapsed s to end"
+        if [ $how = STOP ]; then
+            grep -q "rank(s) 1 did not arrive" "$work/fault-$how.txt" ||
+                fail "ddp STOP: rank 0 did not name rank 1: $(tail -5 "$work/fault-$how.txt")"
+        else
+            grep -qiE "signal 9|killed|exited on signal" "$work/fault-$how.txt" ||
+                fail "ddp KILL: no word of the dead rank: $(tail -5 "$work/fault-$how.txt")"
+        fi
+        echo "ok: ddp rank 1 SIG$how: the job ended in $elapsed s (exit $rc)"
+    done
     # A gpt over 2 ranks: windows sharded, the validation loss of the whole split.
     "${mpi[@]}" "$ember" train --ddp --model gpt --limit 256 --epochs 1 --batch-size 8 --block 32 \
         --layers 2 --embd 32 --heads 2 --threads 1 --workers 0 --out "$work/gpt" > "$work/gpt.txt" 2>&1 ||

@@ -239,4 +239,21 @@ expect_error "no such run directory (File name too long)" "$ember" train --resum
 mkdir -p "$work/big" && echo '{"kind": "step", "step": 1, "loss": 1e999}' > "$work/big/metrics.jsonl"
 expect_error "big/metrics.jsonl:1: a number out of range" "$ember" plot "$work/big"
 
+# 17. A second stop signal exits at once and says so (once it exited 130
+#     printing nothing). The run is stopped, sent SIGINT and SIGTERM, then
+#     continued: the handler sees both, one after the other.
+"$ember" train "${small[@]}" --limit 64000 --epochs 5 --out "$work/twice" > "$work/twice.txt" 2> "$work/twice.err" &
+pid=$!
+for _ in $(seq 1 600); do
+    grep -q "step 50/" "$work/twice.txt" 2> /dev/null && break
+    sleep 0.05
+done
+kill -STOP $pid && kill -INT $pid && kill -TERM $pid && kill -CONT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || fail "two signals: exit $rc, expected 130"
+grep -q "interrupted again: exiting now, without a checkpoint of this step" "$work/twice.err" ||
+    fail "two signals: no word on stderr: $(cat "$work/twice.err")"
+echo "ok: a second signal exits at once, saying so"
+
 echo "faults: all passed"
