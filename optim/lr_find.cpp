@@ -27,18 +27,29 @@ void check_options(const LrFindOptions& o) {
 }
 
 // The LR at the most negative slope of the smoothed loss against log10(lr),
-// over the finite points left after skipping, by central differences inside
-// and one-sided ones at the two ends (numpy.gradient's rule).
+// over the finite points left after skipping, cut at the smoothed loss's
+// minimum (fastai's rule: past it the loss is rising, and a steep drop there
+// is a recovery from a blow-up, not a good LR), and never at a point whose
+// smoothed loss is above the first kept one's. Slopes by central
+// differences inside and one-sided ones at the two ends (numpy.gradient's
+// rule).
 std::optional<double> steepest(const LrFindResult& r, const LrFindOptions& o) {
     int64_t n = 0;
     while (n < int64_t(r.smoothed.size()) && std::isfinite(r.smoothed[size_t(n)])) ++n;
-    const int64_t lo = o.skip_start, hi = n - o.skip_end;
+    const int64_t lo = o.skip_start;
+    int64_t hi = n - o.skip_end;
     if (hi - lo < 3) return std::nullopt;
     auto x = [&](int64_t i) { return std::log10(r.lrs[size_t(i)]); };
     auto y = [&](int64_t i) { return r.smoothed[size_t(i)]; };
+    int64_t lowest = lo;
+    for (int64_t i = lo; i < hi; ++i)
+        if (y(i) < y(lowest)) lowest = i;
+    hi = lowest + 1;
+    if (hi - lo < 3) return std::nullopt;
     std::optional<double> best;
     double best_slope = 0;
     for (int64_t i = lo; i < hi; ++i) {
+        if (y(i) > y(lo)) continue;
         const int64_t a = i == lo ? i : i - 1, b = i == hi - 1 ? i : i + 1;
         const double slope = (y(b) - y(a)) / (x(b) - x(a));
         if (slope < best_slope) {

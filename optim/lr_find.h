@@ -30,8 +30,10 @@ struct LrFindResult {
     std::vector<double> losses;    ///< what train_step returned
     std::vector<double> smoothed;  ///< the bias-corrected moving average
     /// The LR of steepest descent of the smoothed loss against log10(lr)
-    /// among the kept points; none when fewer than 3 are kept or the loss
-    /// never fell. A starting point: many pick a value up to 10× below it.
+    /// among the kept points up to the smoothed loss's minimum, at a point
+    /// no higher than the first kept one; none when fewer than 3 remain or
+    /// the loss never fell. A starting point: many pick a value up to 10×
+    /// below it.
     std::optional<double> suggested_lr;
     bool diverged = false;         ///< stopped early: a non-finite loss or past diverge_factor
 };

@@ -2,6 +2,7 @@
 // suggestion against the rules written out here in f64; a quadratic whose
 // stable LRs are known, where the suggestion must be one of them and the
 // sweep must stop past them; Snapshot undoing the training.
+#include <algorithm>
 #include <cmath>
 
 #include "optim/optim.h"
@@ -32,10 +33,17 @@ optim::LrFindResult reference(const std::function<double(int64_t, double)>& loss
         }
         best = std::min(best, s);
     }
-    // numpy.gradient of the kept points against log10(lr), its argmin.
-    const int64_t lo = o.skip_start, hi = int64_t(r.lrs.size()) - o.skip_end;
+    // numpy.gradient of the kept points against log10(lr) up to the
+    // smoothed loss's minimum, its argmin among points not above the first.
+    const int64_t lo = o.skip_start;
+    int64_t hi = int64_t(r.lrs.size()) - o.skip_end;
+    if (hi - lo < 3) return r;
+    const auto first = r.smoothed.begin() + lo;
+    hi = int64_t(std::min_element(first, r.smoothed.begin() + hi) - r.smoothed.begin()) + 1;
+    if (hi - lo < 3) return r;
     double steepest = 0;
     for (int64_t i = lo; i < hi; ++i) {
+        if (r.smoothed[size_t(i)] > r.smoothed[size_t(lo)]) continue;
         const size_t a = size_t(i == lo ? i : i - 1), b = size_t(i == hi - 1 ? i : i + 1);
         const double g = (r.smoothed[b] - r.smoothed[a]) / (std::log10(r.lrs[b]) - std::log10(r.lrs[a]));
         if (g < steepest) {
@@ -148,6 +156,38 @@ TEST_CASE("lr_find: on a quadratic the suggestion is a stable LR and divergence 
     before.restore();
     CHECK(values(w) == w0);
     CHECK(opt.steps() == 0);
+}
+
+TEST_CASE("lr_find: nothing past the minimum or above the start is suggested", "[optim][lr_find]") {
+    // The loss falls gently to a minimum at lr 1e-3, climbs to 50x its
+    // start by lr 1, then falls steeply back (a recovery from a blow-up,
+    // as the mlp showed: loss 54 at lr 1.29, a suggestion of 1.87). The
+    // steepest fall of all is that recovery; the suggestion must be on the
+    // gentle descent before the minimum.
+    const optim::LrFindOptions o{.start_lr = 1e-6, .end_lr = 100, .steps = 160, .smoothing = 0.6,
+                                 .diverge_factor = 1e9, .skip_start = 5, .skip_end = 2};
+    auto loss_of = [](int64_t, double lr) {
+        const double x = std::log10(lr);  // -6 .. 2
+        if (x < -3) return 2.0 - 0.1 * (x + 6);           // 2.0 down to 1.7
+        if (x < 0) return 1.7 + 16.1 * (x + 3) * (x + 3);  // up to ~146
+        return 146.0 - 140.0 * std::min(1.0, x);           // and down again, steeply
+    };
+    const optim::LrFindResult want = reference(loss_of, o);
+    Tensor w = zeros({1}).set_requires_grad(true);
+    optim::SGD opt({w}, {.lr = 0.1});
+    const optim::LrFindResult r = optim::lr_find(opt, [&] { return loss_of(0, opt.lr(0)); }, o);
+    REQUIRE(r.suggested_lr.has_value());
+    REQUIRE(want.suggested_lr.has_value());
+    CHECK(*r.suggested_lr == Approx(*want.suggested_lr).epsilon(1e-12));
+    CHECK(*r.suggested_lr < 1e-3);  // before the minimum
+    // Without the cut, the steepest slope is the recovery past lr 1.
+    double steepest = 0, at = 0;
+    for (size_t i = 1; i + 1 < r.lrs.size(); ++i) {
+        const double g = (r.smoothed[i + 1] - r.smoothed[i - 1]) /
+                         (std::log10(r.lrs[i + 1]) - std::log10(r.lrs[i - 1]));
+        if (g < steepest) steepest = g, at = r.lrs[i];
+    }
+    CHECK(at > 1.0);
 }
 
 TEST_CASE("lr_find: Snapshot restores parameters, state and hyper-parameters", "[optim][lr_find]") {

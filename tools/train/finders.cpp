@@ -95,7 +95,11 @@ int run_lr_find(CLI::App& app, LrFindConfig c) {
     chart.title = "LR range test: " + c.train.model + ", " + c.train.optimizer + ", batch " +
                   std::to_string(c.train.batch_size);
     chart.x = {"learning rate", Scale::log10};
-    chart.y = {"loss"};
+    // A log axis: the blow-up's losses (thousands) would flatten the useful
+    // region of a linear one.
+    bool positive = true;
+    for (double v : r.losses) positive = positive && (!std::isfinite(v) || v > 0);
+    chart.y = {"loss", positive ? Scale::log10 : Scale::linear};
     chart.add("loss", r.lrs, r.losses).color = "#9ecae1";
     chart.add("smoothed loss", r.lrs, r.smoothed);
     if (r.suggested_lr) {
