@@ -130,7 +130,13 @@ finders)
         fail "lr_find SVG is not well-formed"
     "$ember" max-batch --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch"
     grep -q "largest batch: 256 (the --max limit)" "$work/mb.txt" || fail "max-batch: $(cat "$work/mb.txt")"
-    grep -q "linearly scaled LR: 0.006 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
+    # AdamW at 3e-3 for batch 128: 256 by the square-root rule is 3e-3 x sqrt(2).
+    grep -q "square-root scaled LR: 0.00424 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
+    "$ember" max-batch --optimizer sgd --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch sgd"
+    grep -q "linearly scaled LR: 0.2 " "$work/mb.txt" || fail "max-batch sgd LR: $(cat "$work/mb.txt")"
+    # Never past the training set: --limit 100 caps the batch at 100.
+    "$ember" max-batch --limit 100 --memory-budget 4096 > "$work/mb.txt" || fail "max-batch --limit"
+    grep -q "largest batch: 100 (the whole training set)" "$work/mb.txt" || fail "max-batch cap: $(cat "$work/mb.txt")"
     expect_error "not even a batch of 1 fits" "$ember" max-batch --memory-budget 1
     expect_error "0 < --start-lr < --end-lr" "$ember" lr-find --start-lr 1 --end-lr 0.5
     echo "ok: lr-find and max-batch"

@@ -1,6 +1,6 @@
 // `ember lr-find` (the LR range test on a run's configuration, TIPS #15) and
-// `ember max-batch` (the largest batch that fits, with the linearly scaled
-// LR, TIPS #4).
+// `ember max-batch` (the largest batch that fits, with a scaled LR, TIPS
+// #4).
 #include "tools/train/finders.h"
 
 #include <CLI/CLI.hpp>
@@ -121,7 +121,8 @@ int run_lr_find(CLI::App& app, LrFindConfig c) {
 
 CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c) {
     CLI::App* app = root.add_subcommand(
-        "max-batch", "The largest batch that fits, and the linearly scaled LR for it");
+        "max-batch", "The largest batch that fits, and a scaled LR for it (square-root rule for "
+                     "Adam-type optimizers, linear for SGD and LARS)");
     add_model_options(*app, c.train);
     app->add_option("--memory-budget", c.budget_mib,
                     "CPU: the memory a training step may hold, in MiB (GPU: the device's memory)")
@@ -179,6 +180,14 @@ int run_max_batch(CLI::App& app, MaxBatchConfig c) {
     EMBER_CHECK(std::isfinite(c.budget_mib) && c.budget_mib > 0 && c.budget_mib < 1e12,
                 "--memory-budget must be a positive number of MiB, got ", c.budget_mib);
     if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
+    // No batch larger than the training set: it would never be drawn.
+    int64_t samples = 0;
+    {
+        manual_seed(c.train.seed);
+        samples = int64_t(recipe_of(c.train).make_task(c.train).train_data->size());
+    }
+    const bool capped = samples < c.max_batch;
+    if (capped) c.max_batch = samples;
     const Device device = resolve_device(c.train);
     std::printf("max-batch: %s on %s, %s\n", c.train.model.c_str(), device.str().c_str(),
                 device.is_cpu() ? ("budget " + std::to_string(int64_t(c.budget_mib)) + " MiB").c_str()
@@ -207,13 +216,20 @@ int run_max_batch(CLI::App& app, MaxBatchConfig c) {
             bad = mid;
         }
     }
-    const double lr = effective_lr(c.train) * double(good) / double(c.train.batch_size);
-    std::printf("largest batch: %lld%s", (long long)good, bad == 0 ? " (the --max limit)" : "");
+    // The LR for the new batch, as a starting point: the square-root rule for
+    // Adam-type optimizers (their update is normalized by the gradient's own
+    // scale), the linear rule for SGD and LARS (Goyal et al.).
+    const bool linear = c.train.optimizer == "sgd" || c.train.optimizer == "lars";
+    const double ratio = double(good) / double(c.train.batch_size);
+    const double lr = effective_lr(c.train) * (linear ? ratio : std::sqrt(ratio));
+    std::printf("largest batch: %lld%s", (long long)good,
+                bad == 0 ? (capped ? " (the whole training set)" : " (the --max limit)") : "");
     if (device.is_cpu()) std::printf(", %.1f MiB for one step", double(good_peak) / (1 << 20));
-    std::printf("\nlinearly scaled LR: %.3g (%g at batch %lld, times %lld/%lld; large batches may "
-                "need a warm-up and generalize worse)\n",
-                lr, effective_lr(c.train), (long long)c.train.batch_size, (long long)good,
-                (long long)c.train.batch_size);
+    std::printf("\n%s LR: %.3g (%g at batch %lld, times %s%lld/%lld%s) — a starting point: large "
+                "batches may need a warm-up and generalize worse\n",
+                linear ? "linearly scaled" : "square-root scaled", lr, effective_lr(c.train),
+                (long long)c.train.batch_size, linear ? "" : "sqrt(", (long long)good,
+                (long long)c.train.batch_size, linear ? "" : ")");
     return 0;
 }
 

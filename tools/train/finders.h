@@ -33,7 +33,9 @@ CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c);
 int run_lr_find(CLI::App& app, LrFindConfig c);
 /// Finds the largest batch whose training step fits (GPU: no out-of-memory
 /// error; CPU: its peak tensor memory within --memory-budget), by doubling
-/// then bisecting, and prints it with the linearly scaled LR (TIPS #4).
+/// then bisecting (never past the training set's size), and prints it with
+/// a scaled LR: the square-root rule for Adam-type optimizers, the linear
+/// one for SGD and LARS (TIPS #4).
 int run_max_batch(CLI::App& app, MaxBatchConfig c);
 
 }  // namespace ember::train
