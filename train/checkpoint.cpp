@@ -144,11 +144,10 @@ void keep_checkpoints(const std::string& run_dir, int64_t step, int64_t keep) {
             EMBER_CHECK(!ec, "cannot keep checkpoint ", kept, ": ", ec.message());
         }
     }
-    // Only the newest `keep` (the one just written counts) stay.
+    // Only the newest `keep` stay (the one just written counts); with keep = 1
+    // state.safetensors alone is the checkpoint, and no step-N file stays.
     const auto all = kept_checkpoints(run_dir);
-    for (size_t i = size_t(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove(all[i].second, ec);
-    if (keep == 1)
-        for (const auto& [s, p] : all) fs::remove(p, ec);
+    for (size_t i = keep > 1 ? size_t(keep) : 0; i < all.size(); ++i) fs::remove(all[i].second, ec);
 }
 
 bool improves(Metric metric, const Evaluation& e, const std::optional<double>& best) {
