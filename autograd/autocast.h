@@ -1,4 +1,4 @@
-// Automatic mixed precision (TIPS #5): inside an amp::autocast scope the
+// Automatic mixed precision (docs/tips.md #5): inside an amp::autocast scope the
 // differentiable ops cast their floating inputs by a per-op policy —
 // matrix products and convolutions in the low precision (f16 or bf16),
 // softmax, normalization, reductions and losses in f32 — with recorded casts,

@@ -1,4 +1,4 @@
-// Activation checkpointing (TIPS #16): run a segment without keeping its
+// Activation checkpointing (docs/tips.md #16): run a segment without keeping its
 // activations and recompute them during backward.
 #pragma once
 

@@ -5,7 +5,7 @@
 namespace ember {
 
 /// Whether ops record the graph on this thread (on by default). Evaluation
-/// and optimizer updates run with it off (TIPS #20).
+/// and optimizer updates run with it off (docs/tips.md #20).
 struct GradMode {
     static bool is_enabled();
     static void set_enabled(bool enabled);
@@ -37,7 +37,7 @@ private:
 
 namespace autograd {
 
-/// Anomaly mode (TIPS #18): when on, the first recorded forward op or backward
+/// Anomaly mode (docs/tips.md #18): when on, the first recorded forward op or backward
 /// step that produces a NaN or Inf throws an ember::Error naming the op (and,
 /// for backward, the forward op it belongs to). Off by default: it reads every
 /// result, which costs a pass over memory per op.

@@ -70,7 +70,7 @@ void synchronize(StreamRef stream);
 /// Blocks until every stream of `device` is idle, then checks its error flag.
 void synchronize(Device device);
 
-/// Sync-debug mode (TIPS #2): every op on a CUDA device synchronizes after
+/// Sync-debug mode (docs/tips.md #2): every op on a CUDA device synchronizes after
 /// its launch, and a CUDA error or a raised error flag becomes an
 /// ember::Error naming the op, its shapes, dtypes and device. Off by default;
 /// EMBER_SYNC_DEBUG=1 in the environment turns it on at start-up.
@@ -86,7 +86,7 @@ bool sync_debug();
 void set_allow_tf32(bool on);
 bool allow_tf32();
 
-// cuDNN's convolution algorithm choice (TIPS #7; docs/cuda.md, "Convolution
+// cuDNN's convolution algorithm choice (docs/tips.md #7; docs/cuda.md, "Convolution
 // (cuDNN)"). Defined beside the cache they steer, kernels/conv_algos.cpp.
 
 /// Benchmark mode, on by default: the first conv2d (forward, backward data or

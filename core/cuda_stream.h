@@ -1,6 +1,6 @@
 // CUDA streams and events that ember or a user creates: what the data loader
 // needs to copy batches to the GPU on their own stream while the compute
-// stream runs (TIPS #3). The types exist in every build; creating one without
+// stream runs (docs/tips.md #3). The types exist in every build; creating one without
 // the CUDA backend is an error. Kernels take a StreamRef (core/cuda_context.h).
 #pragma once
 

@@ -25,7 +25,7 @@ namespace ember {
 // reads it at the next point where it synchronizes with the device anyway —
 // a blocking copy to the host (item(), to(cpu)), synchronize() — and turns a
 // raised flag into an ember::Error naming the op, what was bad, the value and
-// where. In sync-debug mode (TIPS #2) the check runs after every op.
+// where. In sync-debug mode (docs/tips.md #2) the check runs after every op.
 //
 // Several launches may run between two checks, so each launch that can raise
 // first arms a ticket: the host remembers the op's name, what its checked

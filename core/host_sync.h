@@ -1,4 +1,4 @@
-// The host-sync counter (TIPS #8): every implicit device→host
+// The host-sync counter (docs/tips.md #8): every implicit device→host
 // synchronization ember performs — item(), at(), to_vector(), a blocking
 // to(cpu) of a CUDA tensor — is counted per thread under the name of the
 // call that made it, so a training loop can see the syncs it pays for and

@@ -240,7 +240,7 @@ Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format);
 /// A tensor over existing storage (no copy).
 Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
                    DType dtype);
-/// Zero-copy view of caller memory (TIPS #11). The memory must outlive the
+/// Zero-copy view of caller memory (docs/tips.md #11). The memory must outlive the
 /// tensor unless `deleter` is given, which runs when the last view dies.
 Tensor from_blob(void* data, const Shape& shape, TensorOptions options = {},
                  std::function<void(void*)> deleter = {});

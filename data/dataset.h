@@ -75,7 +75,7 @@ struct TensorDatasetOptions {
 };
 
 /// Samples are slices along dim 0 of existing host tensors, read in place
-/// (zero-copy, TIPS #11): inputs [N, ...] of any dtype and layout, labels [N]
+/// (zero-copy, docs/tips.md #11): inputs [N, ...] of any dtype and layout, labels [N]
 /// of an integer dtype (i64, i32 or u8). The tensors are shared, not copied:
 /// writing to them later changes the dataset.
 class TensorDataset : public Dataset {

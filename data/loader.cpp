@@ -28,7 +28,7 @@ double seconds_between(LoaderClock::time_point a, LoaderClock::time_point b) {
 // loader's own copy stream with cudaMemcpyAsync; an event recorded after the
 // copies makes the consumer's current stream (core/cuda_context.h) — where
 // its kernels on the batch run — wait for them, so next() returns without waiting for the copy and the copy
-// overlaps whatever the GPU is still computing (TIPS #3). The staging slot
+// overlaps whatever the GPU is still computing (docs/tips.md #3). The staging slot
 // must not be refilled while its copy may still be reading it: the host batch
 // is kept until the next call, which first waits for the previous copy's
 // event (long done by then: a training step ran in between). The batch's

@@ -1,8 +1,8 @@
 // Loader: batches from a Dataset, assembled by worker threads straight into a
 // ring of (pinned) staging buffers and handed out in a fixed order that
 // depends only on (seed, epoch) — never on the number of workers or thread
-// timing (TIPS #3). It counts the time the consumer waited, bytes read and
-// how busy the workers were (TIPS #14). Guide: docs/data.md.
+// timing (docs/tips.md #3). It counts the time the consumer waited, bytes read and
+// how busy the workers were (docs/tips.md #14). Guide: docs/data.md.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Per-sample transforms the loader's workers apply between reading a sample
-// and writing it into the batch: Normalize (TIPS #21), RandomCrop with
+// and writing it into the batch: Normalize (docs/tips.md #21), RandomCrop with
 // padding and RandomHorizontalFlip, chained by Compose. Random transforms draw
 // from the sample's own Philox stream (data/random.h), so augmentation is
 // reproducible and independent of the number of workers.

@@ -58,7 +58,7 @@ class DistributedDataParallel {
     Communicator& communicator() { return *comm_; }
 
     /// While a guard lives, backward accumulates gradients locally without
-    /// any all-reduce (TIPS #17): use it for every micro-batch but the last
+    /// any all-reduce (docs/tips.md #17): use it for every micro-batch but the last
     /// of an accumulated step, whose backward then reduces the sum.
     class NoSync {
       public:

@@ -1,4 +1,4 @@
-// How conv2d on CUDA picks its cuDNN algorithm (TIPS #7): the two switches,
+// How conv2d on CUDA picks its cuDNN algorithm (docs/tips.md #7): the two switches,
 // the per-device cache of choices, and the text file that carries the cache
 // from one run to the next. Plain C++, compiled in every build: without CUDA
 // the caches stay empty and the switches only hold their value. The cuDNN

@@ -1,5 +1,5 @@
-// Per-op timing (TIPS #8's "measure, then optimize", the engine's own
-// profiler): while an OpProfiler is installed on a thread, every op that
+// Per-op timing (the engine's own profiler, docs/tips.md #18; measure, then
+// optimize): while an OpProfiler is installed on a thread, every op that
 // thread dispatches (kernels/dispatch.h) is timed and added to a row keyed by
 // the op's name and its tensors' dtypes and shapes, so the layers of a model
 // come out as separate rows. `ember bench train --breakdown` prints them.

@@ -1,4 +1,4 @@
-// Convolution + batch norm done right (TIPS #12): ConvBN / ConvBNReLU blocks
+// Convolution + batch norm done right (docs/tips.md #12): ConvBN / ConvBNReLU blocks
 // whose conv has no bias (BN's mean subtraction cancels it), a check that
 // names any conv-with-bias feeding a BatchNorm2d, and fold_batchnorm for
 // inference.

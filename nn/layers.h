@@ -62,7 +62,7 @@ struct Conv2dOptions {
     DType dtype = DType::f32;
 };
 /// 2-d convolution; weight [out, in/groups, kh, kw] uniform in ±1/√fan_in
-/// (PyTorch's default). Before a BatchNorm2d, build it with .bias = false (TIPS #12).
+/// (PyTorch's default). Before a BatchNorm2d, build it with .bias = false (docs/tips.md #12).
 class Conv2d : public Module {
 public:
     Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions options = {});
@@ -217,7 +217,7 @@ private:
 };
 
 /// Runs its children in order. Children are named "0", "1", ... Appending a
-/// BatchNorm2d right after a Conv2d that has a bias prints a warning (TIPS #12).
+/// BatchNorm2d right after a Conv2d that has a bias prints a warning (docs/tips.md #12).
 /// A Linear followed by a ReLU, or by a GELU with the tanh approximation,
 /// runs as one op (Linear::forward_relu, forward_gelu_tanh: on CUDA the bias
 /// and the activation ride in the GEMM's epilogue) with the same values and

@@ -63,7 +63,7 @@ public:
     /// Converts floating parameters and buffers to `dtype` (integer buffers
     /// stay). Takes every parameter out of its gradient arena, as to(Device).
     void to(DType dtype);
-    /// Clears gradients: to none by default (TIPS #10), or to zeros. With an
+    /// Clears gradients: to none by default (docs/tips.md #10), or to zeros. With an
     /// arena (flatten_grads) its buffers are zeroed either way, one fill each,
     /// and the next backward lands back in the slots.
     void zero_grad(bool set_to_none = true);

@@ -1,5 +1,5 @@
-// Gradient clipping by the global norm (TIPS #19) and the gradient
-// accumulation helper (TIPS #17).
+// Gradient clipping by the global norm (docs/tips.md #19) and the gradient
+// accumulation helper (docs/tips.md #17).
 #pragma once
 
 #include <vector>
@@ -18,7 +18,7 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 /// The same on gradients given directly (e.g. Optimizer::gradients()).
 Tensor clip_grads(const std::vector<Tensor>& grads, double max_norm);
 
-/// Gradient accumulation (TIPS #17): with `steps` micro-batches per optimizer
+/// Gradient accumulation (docs/tips.md #17): with `steps` micro-batches per optimizer
 /// step, scale each micro-batch's loss by 1 / steps so the accumulated
 /// gradients equal those of one batch of steps·B (a mean loss), and step
 /// when is_last(micro) says so. Gradients add up across backward calls

@@ -1,4 +1,4 @@
-// Dynamic loss scaling for f16 training (TIPS #5): the loss is multiplied by
+// Dynamic loss scaling for f16 training (docs/tips.md #5): the loss is multiplied by
 // a scale before backward so small gradients do not flush to zero; one fused
 // pass unscales every gradient and looks for inf/NaN; a step with overflow is
 // skipped, leaving parameters and optimizer state bit-unchanged, and the

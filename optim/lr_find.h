@@ -1,4 +1,4 @@
-// The LR range test (Smith; TIPS #15): train a few hundred steps while the
+// The LR range test (Smith; docs/tips.md #15): train a few hundred steps while the
 // LR grows exponentially, watch the smoothed loss, stop when it diverges, and
 // suggest the LR where it fell fastest. Snapshot puts the parameters and the
 // optimizer back afterwards. docs/optim.md, "LR finder".

@@ -81,7 +81,7 @@ public:
     /// keep every bit. Nothing is read on the host, so on CUDA the host never
     /// waits (Note [Device step counts] in kernels/optim.h).
     void step_unless(const Tensor& found_inf);
-    /// Clears the gradients: to none by default (TIPS #10), or to zeros.
+    /// Clears the gradients: to none by default (docs/tips.md #10), or to zeros.
     void zero_grad(bool set_to_none = true);
 
     std::vector<ParamGroup>& groups() { return groups_; }

@@ -63,6 +63,11 @@ double Schedule::lr(size_t group) const {
     return lr_at(on_device() ? std::min(t, table_length_ - 1) : t, group);
 }
 
+double Schedule::last_lr(size_t group) const {
+    const int64_t t = std::max<int64_t>(0, steps() - 1);
+    return lr_at(on_device() ? std::min(t, table_length_ - 1) : t, group);
+}
+
 // --- Device tables (Note [Schedule tables] in kernels/optim.h) ---------------
 
 void Schedule::use_device_tables(int64_t length) {

@@ -1,4 +1,4 @@
-// Learning-rate schedules (TIPS #15): each one a closed form of the applied
+// Learning-rate schedules (docs/tips.md #15): each one a closed form of the applied
 // step count that writes the LR (and, for the cyclic ones, the momentum or
 // beta1) into every group of an optimizer. PyTorch's formulas and defaults;
 // the state is a small JSON. docs/optim.md, "LR schedules".
@@ -58,6 +58,10 @@ public:
     /// The LR of `group` now (at steps(); after use_device_tables, at the
     /// last step the tables hold once past them, as the kernels read them).
     double lr(size_t group = 0) const;
+    /// The LR the last applied step used: lr_at(steps() − 1), the step-0 LR
+    /// before any step (after use_device_tables, clamped to the tables as
+    /// lr()). What a log of the run shows: lr() is the next step's.
+    double last_lr(size_t group = 0) const;
 
     /// Drives the optimizer from device memory (Note [Schedule tables] in
     /// kernels/optim.h): writes this schedule's LRs, and momenta where it
@@ -213,6 +217,24 @@ private:
     CyclicOptions o_;
     double up_, down_;
     std::vector<double> base_, max_, base_m_, max_m_;
+};
+
+struct CosineOptions {
+    int64_t t_max = 0;    ///< required: steps from the base LR down to eta_min
+    double eta_min = 0;   ///< the floor
+};
+
+/// PyTorch's CosineAnnealingLR: lr = eta_min + (base − eta_min)·(1 +
+/// cos(π·t/t_max))/2 for t <= t_max, and eta_min after (where PyTorch's closed
+/// form would climb back up: a warm restart is CosineWarmRestarts' job).
+class Cosine : public Schedule {
+public:
+    Cosine(Optimizer& opt, const CosineOptions& o);
+    const char* name() const override { return "Cosine"; }
+    double lr_at(int64_t t, size_t group) const override;
+
+private:
+    CosineOptions o_;
 };
 
 struct CosineWarmRestartsOptions {

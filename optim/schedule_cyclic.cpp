@@ -1,6 +1,7 @@
-// The schedules that cycle: OneCycle, Cyclic and cosine annealing with warm
-// restarts, each PyTorch's closed form (torch.optim.lr_scheduler: OneCycleLR,
-// CyclicLR, CosineAnnealingWarmRestarts) with PyTorch's argument order in the
+// The schedules that cycle or anneal: OneCycle, Cyclic, cosine annealing and
+// cosine annealing with warm restarts, each PyTorch's closed form
+// (torch.optim.lr_scheduler: OneCycleLR, CyclicLR, CosineAnnealingLR,
+// CosineAnnealingWarmRestarts) with PyTorch's argument order in the
 // arithmetic, so the values agree to the last bits or nearly.
 #include <algorithm>
 #include <cmath>
@@ -145,6 +146,22 @@ std::optional<double> Cyclic::momentum_at(int64_t t, size_t group) const {
     if (!o_.cycle_momentum) return std::nullopt;
     const Height h = height(t);
     return max_m_[group] - (max_m_[group] - base_m_[group]) * h.scale * h.f;
+}
+
+// --- Cosine ------------------------------------------------------------------
+
+Cosine::Cosine(Optimizer& opt, const CosineOptions& o) : Schedule(opt), o_(o) {
+    EMBER_CHECK(o.t_max >= 1, "Cosine: t_max must be >= 1, got ", o.t_max);
+    EMBER_CHECK(std::isfinite(o.eta_min) && o.eta_min >= 0,
+                "Cosine: eta_min must be finite and >= 0, got ", o.eta_min);
+    apply();
+}
+
+double Cosine::lr_at(int64_t t, size_t group) const {
+    check_args(t, group);
+    if (t >= o_.t_max) return o_.eta_min;
+    const double base = base_lrs_[group];
+    return o_.eta_min + (base - o_.eta_min) * (1 + std::cos(kPi * double(t) / double(o_.t_max))) / 2;
 }
 
 // --- CosineWarmRestarts -------------------------------------------------------

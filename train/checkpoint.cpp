@@ -105,7 +105,9 @@ void save_checkpoint(const std::string& run_dir, const Run& run, const Position&
                       {"limit", c.limit},
                       {"accumulate", c.accumulate},
                       {"seed", c.seed},
-                      {"data", c.data}};
+                      {"data", c.data},
+                      {"epochs", c.epochs}};
+    meta["next_lr"] = run.schedule->lr(0);
     // Accuracy: -1 before the first evaluation; loss: null.
     if (run.task.metric == Metric::accuracy)
         meta["best_accuracy"] = pos.best.value_or(-1);
@@ -195,6 +197,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
     }
     // The data stream: which sample each step sees depends on these (absent
     // in checkpoints written before they were recorded).
+    int64_t was_epochs = 0;  // the --epochs the checkpoint was written under (0: not recorded)
     if (meta.contains("stream") && expect.batch_size > 0) {
         const json& st = meta["stream"];
         EMBER_CHECK(st.is_object(), "'stream' must be an object");
@@ -210,7 +213,15 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
         same("accumulate", "--accumulate", expect.accumulate);
         same("seed", "--seed", expect.seed);
         same("data", "--data", expect.data);
+        // The LR schedule spans the run: another length changes every
+        // remaining step's LR, which only --extend asks for.
+        if (st.contains("epochs")) {
+            EMBER_CHECK(st["epochs"].is_number_integer() && st["epochs"].get<int64_t>() >= 1,
+                        "'stream' has a bad 'epochs'");
+            was_epochs = st["epochs"].get<int64_t>();
+        }
     }
+
     EMBER_CHECK(m.position.batch <= batches_per_epoch, "batch ", m.position.batch,
                 " is past the epoch's ", batches_per_epoch, " batches (another --batch-size?)");
     if (expect.accumulate > 0) {  // the step is where the epoch and batch say it is
@@ -227,6 +238,14 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
                     " epoch(s) the run has trained",
                     m.position.batch > 0 ? " and begun" : "", "; give --epochs ",
                     m.position.epoch + 1, " or more (the total, not more epochs)");
+    if (was_epochs > 0 && expect.epochs > 0 && was_epochs != expect.epochs) {
+        EMBER_CHECK(expect.extend, "--epochs ", expect.epochs, " differs from the run's ",
+                    was_epochs, ": the LR schedule spans the run, so the remaining steps would "
+                    "train at other LRs; give --extend to re-span it over ", expect.epochs,
+                    " epochs, or resume with --epochs ", was_epochs);
+        EMBER_CHECK(meta.contains("next_lr") && meta["next_lr"].is_number(), "'next_lr' is missing");
+        m.position.extended = {.epochs = was_epochs, .next_lr = meta["next_lr"].get<double>()};
+    }
     EMBER_CHECK(meta.contains("rng_seed") && meta["rng_seed"].is_number_unsigned() &&
                     meta.contains("rng_offset") && meta["rng_offset"].is_number_unsigned(),
                 "the generator state is missing");
@@ -262,7 +281,8 @@ Position load_one(const std::string& path, Run& run) {
                      .accumulate = run.config.accumulate,
                      .seed = run.config.seed,
                      .data = run.config.data,
-                     .epochs = run.config.epochs});
+                     .epochs = run.config.epochs,
+                     .extend = run.config.extend});
     // Every tensor's CRC-32 (absent in checkpoints written before them).
     const json j = json::parse(it->second, nullptr, false);
     if (j.is_object() && j.contains("checksums")) {

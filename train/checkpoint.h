@@ -22,6 +22,13 @@ struct Position {
     /// The best evaluation so far by the task's metric: the highest accuracy
     /// or the lowest loss (none before the first evaluation).
     std::optional<double> best;
+    /// A resume with --extend: the --epochs the checkpoint was written
+    /// under and the LR its next step would have had (the start table
+    /// compares them with the new span's); epochs 0 where nothing changed.
+    struct Extension {
+        int64_t epochs = 0;
+        double next_lr = 0;
+    } extended;
 };
 
 /// Whether `e` beats `best` by `metric`.
@@ -62,6 +69,9 @@ struct CheckpointExpect {
     uint64_t seed = 0;
     std::string data;
     int64_t epochs = 0;  ///< the run's --epochs: not below the checkpoint's epoch (0: not checked)
+    /// --extend: --epochs may differ from the one the checkpoint was written
+    /// under (else that is an Error: the schedule spans the run's length).
+    bool extend = false;
 };
 
 /// Parses the checkpoint JSON and checks it against the run: its model name,

@@ -27,8 +27,8 @@ const std::vector<std::string>& optimizer_names() {
 }
 
 const std::vector<std::string>& schedule_names() {
-    static const std::vector<std::string> names = {"onecycle", "cyclic", "cosine", "step",
-                                                   "constant"};
+    static const std::vector<std::string> names = {"onecycle", "cyclic", "cosine",
+                                                   "cosine-restarts", "step", "constant"};
     return names;
 }
 
@@ -90,6 +90,8 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(c.max_skips >= 1, "--max-skips must be >= 1, got ", c.max_skips);
     EMBER_CHECK(c.keep_checkpoints >= 1 && c.keep_checkpoints <= 1000000,
                 "--keep-checkpoints must be in [1, 1000000], got ", c.keep_checkpoints);
+    EMBER_CHECK(!c.extend || !c.resume.empty() || c.restart,
+                "--extend re-spans a resumed run's schedule: it needs --resume");
     (void)stop_signal_numbers(c.stop_signals);  // throws on a name it does not know
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }

@@ -49,6 +49,9 @@ struct TrainConfig {
     int64_t max_skips = 10;                 ///< skip: stop after this many skipped steps in a row
     std::string out;                        ///< "": runs/<model>-<timestamp>
     std::string resume;                     ///< a run directory to continue in place, or "auto" (with out)
+    /// --resume with another --epochs: re-span the schedule over the new
+    /// length (without it a changed --epochs is refused).
+    bool extend = false;
     std::string stop_signals = "INT,TERM,USR1";  ///< signals that checkpoint and stop the run
     /// --resume auto found no checkpoint in `out`: the new run may replace the
     /// files of one that stopped before its first checkpoint.

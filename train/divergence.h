@@ -22,7 +22,7 @@ namespace ember::train {
 
 // Note [Divergence without a sync]
 // A NaN or infinite loss must stop a run, but reading each step's loss on a
-// GPU would make the host wait for the device every step (TIPS #8). The
+// GPU would make the host wait for the device every step (docs/tips.md #8). The
 // loop already reads one device value per log interval: the sum of the
 // window's losses. A non-finite loss makes that sum non-finite, and so does
 // a non-finite gradient norm added to a second sum as norm · 0 (0 when

@@ -158,6 +158,11 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
     std::printf("  optimizer   %s, lr %g, weight decay %g, schedule %s%s\n", c.optimizer.c_str(),
                 effective_lr(c), effective_weight_decay(c), c.schedule.c_str(),
                 c.warmup > 0 ? (" after " + std::to_string(c.warmup) + " warm-up steps").c_str() : "");
+    if (pos.extended.epochs > 0)
+        std::printf("  schedule    re-spanned from %lld to %lld epochs (--extend): the next step's "
+                    "LR is %g (on the old span: %g)\n",
+                    (long long)pos.extended.epochs, (long long)c.epochs, r.schedule->lr(0),
+                    pos.extended.next_lr);
     char clip[64] = "";
     if (c.clip_grad > 0) std::snprintf(clip, sizeof clip, ", gradients clipped at %g", c.clip_grad);
     std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(), clip,

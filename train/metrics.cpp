@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -53,9 +54,12 @@ MetricsLog::MetricsLog(const std::string& run_dir, int64_t keep_until)
         while (std::getline(in, line)) {
             json j = json::parse(line, nullptr, false);
             if (!j.is_discarded() && j.is_object() && j.contains("step") &&
-                j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_until)
+                j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_until) {
                 kept.push_back(line);
-            else
+                if (j.contains("time_s") && j["time_s"].is_number() &&
+                    std::isfinite(j["time_s"].get<double>()))
+                    time_s_ = std::max(time_s_, j["time_s"].get<double>());
+            } else
                 dropped = true;
         }
     }

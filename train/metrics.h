@@ -44,11 +44,15 @@ public:
     /// An event of a step: {"kind": kind, "step", "loss", "message"} — a loss
     /// spike ("warning") or the end of a diverged run ("diverged").
     void event(const std::string& kind, int64_t step, double loss, const std::string& message);
+    /// The largest time_s of the step records kept at construction (0 when
+    /// none): where the run's clock stood, for a resume to continue from.
+    double time_s() const { return time_s_; }
 
 private:
     void write(const std::string& line);
     std::string path_;
     std::FILE* f_ = nullptr;
+    double time_s_ = 0;
 };
 
 /// The progress display: on a terminal a bar per epoch (step/total,

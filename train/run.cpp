@@ -44,9 +44,14 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c, optim::Opti
             opt, optim::CyclicOptions{.base_lr = lr / 10, .max_lr = lr,
                                       .step_size_up = std::max<int64_t>(1, main_steps / 4),
                                       .cycle_momentum = false});
-    else if (c.schedule == "cosine")
+    else if (c.schedule == "cosine")  // the last step trains at the floor
+        s = std::make_unique<optim::Cosine>(
+            opt, optim::CosineOptions{.t_max = main_steps - 1, .eta_min = lr / 100});
+    else if (c.schedule == "cosine-restarts")  // SGDR: down to the floor every epoch
         s = std::make_unique<optim::CosineWarmRestarts>(
-            opt, optim::CosineWarmRestartsOptions{.t_0 = main_steps, .eta_min = lr / 100});
+            opt, optim::CosineWarmRestartsOptions{
+                     .t_0 = std::max<int64_t>(1, total_steps / std::max<int64_t>(1, c.epochs)),
+                     .eta_min = lr / 100});
     else if (c.schedule == "step")
         s = std::make_unique<optim::StepLR>(
             opt, optim::StepLROptions{.step_size = std::max<int64_t>(1, main_steps / 3)});

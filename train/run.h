@@ -48,7 +48,8 @@ Run build_run(const TrainConfig& c);
 /// and momentum of `c`.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c,
                                                  std::vector<optim::GroupSpec> groups);
-/// The schedule c.schedule names over `total_steps`, behind c.warmup steps.
+/// The schedule c.schedule names over `total_steps`, behind c.warmup steps
+/// (cosine-restarts: one cosine per epoch, total_steps / c.epochs steps).
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c, optim::Optimizer& opt,
                                                int64_t total_steps);
 

@@ -128,6 +128,13 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     };
     Outcome out;
     const auto run_start = Clock::now();
+    // The run's clock: earlier processes' seconds (a resume: the metrics'
+    // last kept record; not the checkpoint, whose bytes the clock must not
+    // change) and this one's.
+    const double time_before = metrics ? metrics->time_s() : 0;
+    auto run_time = [&] {
+        return time_before + std::chrono::duration<double>(Clock::now() - run_start).count();
+    };
     DivergenceGuard guard(c, run.device, run.scaler != nullptr);
     // The run diverged (out.diverged): the last line, a metrics record, and
     // nothing else written — best.safetensors and the last checkpoint stay
@@ -152,7 +159,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
         // A step record: the mean loss since the last one (the one read of a
         // device value per record), throughput, LR, waiting for data, and the
         // host synchronizations the steps made since the last record, this
-        // read included, as the host-sync counter saw them (TIPS #8).
+        // read included, as the host-sync counter saw them (docs/tips.md #8).
         // The window read (train/divergence.h): its summed loss, and whether
         // the run diverged in it (then `out.diverged`, and nothing is written).
         auto read_window = [&] {
@@ -170,11 +177,11 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             StepRecord r{pos.step,
                          epoch,
                          loss_avg,
-                         run.optimizer->lr(0),
+                         run.schedule->last_lr(0),  // the LR the window ended at
                          secs > 0 ? world * double(window_samples) / secs : 0,
                          run.loader->stats().wait_fraction,
                          host_syncs,
-                         std::chrono::duration<double>(Clock::now() - run_start).count()};
+                         run_time()};
             if (metrics) metrics->step(r);
             if (progress) progress->log(r);
             if (const std::optional<Spike> sp = guard.spike(pos.step, loss_avg); sp && run.lead()) {
@@ -192,7 +199,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             const int64_t group_start = b / c.accumulate * c.accumulate;
             const int64_t group_end = std::min(group_start + c.accumulate, run.batches_per_epoch);
             Tensor loss;
-            // --ddp: every micro-batch but a step's last accumulates locally (TIPS #17).
+            // --ddp: every micro-batch but a step's last accumulates locally (docs/tips.md #17).
             std::optional<dist::DistributedDataParallel::NoSync> local_only;
             if (run.ddp && b + 1 != group_end) local_only.emplace(*run.ddp);
             if (run.ddp) run.ddp->sync_buffers();

@@ -1,6 +1,6 @@
 // The training loop: epochs of accumulated micro-batches, mixed precision,
 // clipping, the schedule, logging (loss read from the device only at log
-// intervals, TIPS #8), evaluation, weights and checkpoints, and a clean stop
+// intervals, docs/tips.md #8), evaluation, weights and checkpoints, and a clean stop
 // on SIGINT/SIGTERM; and fit(), the whole run around it (the run directory,
 // resuming, the start table). docs/train.md.
 #pragma once

@@ -70,6 +70,57 @@ resume)
     cmp "$work/f16/checkpoint/state.safetensors" "$work/f16_stopped/checkpoint/state.safetensors" ||
         fail "f16: resumed checkpoint differs"
     echo "ok: the same with --amp f16 (loss scaling, the schedule from device tables)"
+    # The run's clock: time_s goes on across the stop and the resume.
+    python3 - "$work/stopped/metrics.jsonl" <<'PY' || fail "time_s is not cumulative"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = sorted((r for r in rows if r["kind"] == "step"), key=lambda r: r["step"])
+times = [r["time_s"] for r in steps]
+assert len(steps) >= 8 and steps[-1]["step"] == 94, [r["step"] for r in steps]
+assert all(a <= b for a, b in zip(times, times[1:])), times
+PY
+    # The schedule spans the run: another --epochs is refused without --extend.
+    cp "$work/stopped/config.toml" "$work/stopped.toml"
+    expect_error "--epochs 3 differs from the run's 2: the LR schedule spans the run" \
+        "$ember" train --resume "$work/stopped" --epochs 3
+    cmp -s "$work/stopped/config.toml" "$work/stopped.toml" || fail "a refused --resume rewrote config.toml"
+    expect_error "--extend re-spans a resumed run's schedule: it needs --resume" \
+        "$ember" train "${common[@]}" --extend --out "$work/x"
+    "$ember" train --resume "$work/stopped" --epochs 3 --extend > "$work/extend.txt" ||
+        fail "--extend: $(tail -3 "$work/extend.txt")"
+    grep -q "schedule    re-spanned from 2 to 3 epochs (--extend): the next step's LR is .* (on the old span: " \
+        "$work/extend.txt" || fail "--extend: no schedule line: $(head -9 "$work/extend.txt")"
+    grep -q "^epoch 3/3" "$work/extend.txt" || fail "--extend did not train the third epoch"
+    echo "ok: another --epochs needs --extend, which says how the schedule changes"
+    ;;
+schedule)
+    # Each step record shows the LR its last step trained with: a cosine run
+    # starts at --lr, never rises, and its last step trains at the floor
+    # (lr/100); cosine-restarts reaches the floor at each epoch's end and
+    # starts the next at --lr.
+    common=(--model mlp --limit 640 --epochs 2 --batch-size 64 --log-every 1 --lr 0.01)
+    for s in cosine cosine-restarts; do
+        "$ember" train "${common[@]}" --schedule $s --out "$work/$s" > /dev/null || fail "$s run"
+    done
+    python3 - "$work" <<'PY' || fail "logged LRs"
+import json, math, sys
+def lrs(name):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl")]
+    return [r["lr"] for r in sorted((r for r in rows if r["kind"] == "step"), key=lambda r: r["step"])]
+c = lrs("cosine")
+assert len(c) == 20, c
+assert c[0] == 0.01, c[0]
+assert all(a >= b for a, b in zip(c, c[1:])), c
+assert math.isclose(c[-1], 1e-4, rel_tol=1e-12), c[-1]
+for t, lr in enumerate(c):  # step t + 1 trained at lr_at(t), t_max = 19
+    want = 1e-4 + (0.01 - 1e-4) * (1 + math.cos(math.pi * t / 19)) / 2
+    assert math.isclose(lr, want, rel_tol=1e-12), (t, lr, want)
+r = lrs("cosine-restarts")
+assert r[0] == 0.01 and r[10] == 0.01, r
+assert r[9] < 5e-4 and r[19] < 5e-4 and r[9] < r[8], r
+print("logged LRs ok")
+PY
+    echo "ok: the logged LR is the one each step used; cosine ends at its floor"
     ;;
 signal)
     "$ember" train --model mlp --limit 20000 --epochs 3 --out "$work/run" --log-every 5 \
@@ -85,7 +136,7 @@ signal)
     [ $rc -eq 130 ] || fail "SIGINT: exit $rc, expected 130: $(tail -3 "$work/train.txt")"
     grep -q "interrupted after step" "$work/train.txt" || fail "no interruption message"
     [ -s "$work/run/checkpoint/state.safetensors" ] || fail "no checkpoint after SIGINT"
-    "$ember" train --resume "$work/run" --epochs 1 > "$work/resume.txt" || fail "resume after SIGINT"
+    "$ember" train --resume "$work/run" --epochs 1 --extend > "$work/resume.txt" || fail "resume after SIGINT"
     grep -q "done:" "$work/resume.txt" || fail "resume did not finish"
     echo "ok: SIGINT mid-epoch checkpoints and resumes"
     ;;
@@ -319,7 +370,7 @@ diverge)
     "$ember" train "${common[@]}" --epochs 1 --out "$work/kept" > /dev/null || fail "first epoch"
     cp "$work/kept/best.safetensors" "$work/best.before"
     cp "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "no checkpoint"
-    "$ember" train --resume "$work/kept" --epochs 2 --lr 1e6 > "$work/kept.txt" 2> "$work/kept.err"
+    "$ember" train --resume "$work/kept" --epochs 2 --extend --lr 1e6 > "$work/kept.txt" 2> "$work/kept.err"
     [ $? -eq 3 ] || fail "resumed run at lr 1e6 did not stop with exit 3: $(tail -3 "$work/kept.err")"
     cmp -s "$work/kept/best.safetensors" "$work/best.before" || fail "best.safetensors changed"
     cmp -s "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "checkpoint changed"

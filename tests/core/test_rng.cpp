@@ -61,7 +61,7 @@ TEST_CASE("randn: Box-Muller pairs from one block; f64 uses two words per unifor
 
 TEST_CASE("golden values pin the stream across releases", "[rng]") {
     // If one of these changes, every seeded run of every user changes: that is
-    // a breaking change and must be announced (TIPS #1).
+    // a breaking change and must be announced (docs/tips.md #1).
     Generator g(1234);
     const std::vector<float> u = rand({3}, {}, &g).to_vector<float>();
     const std::vector<float> n = randn({2}, {}, &g).to_vector<float>();

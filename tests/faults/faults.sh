@@ -54,7 +54,7 @@ mkdir -p "$work/empty"
 #    first one's pid; the first finishes unharmed.
 "$ember" train "${small[@]}" --epochs 1 --out "$work/busy" --stop-after 2 > /dev/null
 [ $? -eq 130 ] || fail "stop-after run"
-"$ember" train --resume "$work/busy" --epochs 200 > "$work/busy.txt" 2>&1 &
+"$ember" train --resume "$work/busy" --epochs 200 --extend > "$work/busy.txt" 2>&1 &
 first=$!
 for _ in $(seq 1 100); do
     grep -q "resuming after step 2" "$work/busy.txt" 2> /dev/null && break
@@ -219,13 +219,13 @@ grep -q "warning: checkpoint $work/keep/checkpoint/state.safetensors cannot be u
 cmp -s "$work/keep/last.safetensors" "$work/keep-straight/last.safetensors" || fail "keep: the fallen-back run ends differently"
 echo "ok: a flipped bit falls back to the previous checkpoint, and the run ends byte-identical"
 truncate -s 4000 "$work/keep/checkpoint/state.safetensors"
-"$ember" train --resume "$work/keep" --epochs 3 > /dev/null 2> "$work/keep3.err" || fail "keep: resume after truncation"
+"$ember" train --resume "$work/keep" --epochs 3 --extend > /dev/null 2> "$work/keep3.err" || fail "keep: resume after truncation"
 grep -q "cannot be used" "$work/keep3.err" || fail "keep: a truncated checkpoint was not reported"
 echo "ok: a truncated checkpoint falls back"
 "$ember" train "${small[@]}" --epochs 1 --out "$work/one" > /dev/null || fail "one checkpoint run"
 flip "$work/one/checkpoint/state.safetensors"
 expect_error "does not match: the file was damaged after it was written); no older checkpoint to fall back to" \
-    "$ember" train --resume "$work/one" --epochs 2
+    "$ember" train --resume "$work/one" --epochs 2 --extend
 
 # 16. Messages with the context to act on: a word for a number, a range
 #     without DBL_MAX's 309 digits, a path too long for the file system

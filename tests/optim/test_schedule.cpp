@@ -38,6 +38,8 @@ Seq run(optim::Schedule& s, int64_t n, size_t g = 0) {
         out.momentum.push_back(opt.momentum(g));
         CHECK(s.lr(g) == opt.lr(g));
         CHECK(s.lr_at(t, g) == opt.lr(g));
+        // The LR the last step used: the one the optimizer held before it.
+        CHECK(s.last_lr(g) == (t == 0 ? opt.lr(g) : out.lr[size_t(t) - 1]));
     }
     return out;
 }
@@ -184,6 +186,21 @@ TEST_CASE("schedule: CosineWarmRestarts follows SGDR", "[optim][schedule]") {
         check_seq(seq.lr, lr);
         for (int64_t r : c.restarts) CHECK(seq.lr[size_t(r)] == Approx(0.2).epsilon(1e-14));
     }
+}
+
+TEST_CASE("schedule: Cosine anneals to its floor and stays there", "[optim][schedule]") {
+    optim::SGD opt(groups({0.2, 0.05}), {});
+    optim::Cosine s(opt, {.t_max = 7, .eta_min = 0.002});
+    const Seq seq = run(s, 12, 1);
+    for (int64_t t = 0; t <= 12; ++t) {
+        const double cur = double(std::min<int64_t>(t, 7));
+        const double want = 0.002 + (0.05 - 0.002) * (1 + std::cos(kPi * cur / 7)) / 2;
+        CHECK(seq.lr[size_t(t)] == Approx(want).epsilon(1e-14));
+    }
+    CHECK(seq.lr[7] == 0.002);   // the floor at t_max
+    CHECK(seq.lr[12] == 0.002);  // and after: no restart
+    CHECK(s.lr_at(3, 0) == Approx(0.002 + (0.2 - 0.002) * (1 + std::cos(kPi * 3 / 7)) / 2));
+    REQUIRE_THROWS_WITH_MSG(optim::Cosine(opt, {.t_max = 0}), "t_max must be >= 1, got 0");
 }
 
 TEST_CASE("schedule: StepLR, Constant and Warmup", "[optim][schedule]") {

@@ -15,7 +15,7 @@ int main() {
     Tensor labels = randint(0, 10, {64});                // i64
     auto model = nn::mlp();                             // 784-512-256-10, ReLU
     optim::AdamW opt(model->parameters(), {.lr = 1e-3});  // fused AdamW, the default optimizer
-    opt.zero_grad();                                    // gradients to none (TIPS #10)
+    opt.zero_grad();                                    // gradients to none (docs/tips.md #10)
     Tensor loss = cross_entropy((*model)(x), labels);   // records the graph
     loss.backward();                                    // p.grad() for every parameter
     opt.step();                                         // one fused pass over all parameters

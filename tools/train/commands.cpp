@@ -66,7 +66,7 @@ int run_train(CLI::App& app, TrainConfig c) {
     if (!run.lead()) return out.diverged ? 3 : out.interrupted ? stopped : 0;
     if (out.complete) {
         std::printf("the run in %s is complete: %lld epochs, %lld steps; nothing to train "
-                    "(a larger --epochs trains on)\n",
+                    "(a larger --epochs with --extend trains on)\n",
                     out.run_dir.c_str(), (long long)out.position.epoch, (long long)out.position.step);
         return 0;
     }

@@ -1,6 +1,6 @@
-// `ember lr-find` (the LR range test on a run's configuration, TIPS #15) and
-// `ember max-batch` (the largest batch that fits, with a scaled LR, TIPS
-// #4).
+// `ember lr-find` (the LR range test on a run's configuration,
+// docs/tips.md #15) and `ember max-batch` (the largest batch that fits, with
+// a scaled LR, docs/tips.md #4).
 #include "tools/train/finders.h"
 
 #include <CLI/CLI.hpp>

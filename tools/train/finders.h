@@ -35,7 +35,7 @@ int run_lr_find(CLI::App& app, LrFindConfig c);
 /// error; CPU: its peak tensor memory within --memory-budget), by doubling
 /// then bisecting (never past the training set's size), and prints it with
 /// a scaled LR: the square-root rule for Adam-type optimizers, the linear
-/// one for SGD and LARS (TIPS #4).
+/// one for SGD and LARS (docs/tips.md #4).
 int run_max_batch(CLI::App& app, MaxBatchConfig c);
 
 }  // namespace ember::train

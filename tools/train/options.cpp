@@ -138,6 +138,10 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                    "Continue the run in this directory in place; auto (with --out DIR): the run "
                    "in DIR if it has a checkpoint, else a new one there (for requeued jobs)")
         ->configurable(false);
+    app.add_flag("--extend", c.extend,
+                 "With --resume and another --epochs: re-span the LR schedule over the new "
+                 "total (the remaining steps' LRs change; the start table shows how)")
+        ->configurable(false);
     app.add_option("--stop-signals", c.stop_signals,
                    "Signals that finish the step, write a checkpoint and stop the run (exit 128 "
                    "+ the signal's number)")
@@ -208,7 +212,8 @@ std::vector<std::string> config_args(const std::string& text, const std::string&
     // Settings that say what to do with a run, not what the run is: never
     // taken from a file (a config.toml read back by --resume must not stop
     // the run, or resume another).
-    static const char* const kNotConfigurable[] = {"config", "resume", "stop-after", "dump-config"};
+    static const char* const kNotConfigurable[] = {"config", "resume", "extend", "stop-after",
+                                                 "dump-config"};
     std::vector<std::string> args;
     std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);  // a BOM
     std::string line;
