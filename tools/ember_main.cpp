@@ -44,7 +44,11 @@ int main(int argc, char** argv) {
         for (std::string& a : args) argp.push_back(a.data());
         app.parse(int(argp.size()), argp.data());
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all
+        // A bad flag or value: one line, as every other error, and the usage
+        // exit status.
+        std::fprintf(stderr, "ember: error: %s (--help lists the flags)\n", e.what());
+        return 2;
     } catch (const std::exception& e) {  // ember::Error, or a file system error on a path given
         std::fprintf(stderr, "ember: error: %s\n", e.what());
         return 1;

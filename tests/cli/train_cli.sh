@@ -7,8 +7,8 @@ ember="$1"; case_name="$2"; work="$3"
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 
-# One line on stderr, `ember: error: ...` or CLI11's message, a non-zero exit,
-# no crash; the message must contain $2.
+# `ember: error: ...` on stderr, a non-zero exit, no crash; the message must
+# contain $1.
 expect_error() {
     local want="$1"; shift
     "$@" > "$work/out.txt" 2> "$work/err.txt"
@@ -16,6 +16,7 @@ expect_error() {
     [ $rc -ne 0 ] || fail "'$*' succeeded; expected an error with '$want'"
     [ $rc -lt 128 ] || fail "'$*' died of a signal (exit $rc)"
     grep -q -- "$want" "$work/err.txt" || fail "'$*': stderr lacks '$want': $(cat "$work/err.txt")"
+    grep -q "^ember: error: " "$work/err.txt" || fail "'$*': no 'ember: error:' line: $(cat "$work/err.txt")"
     grep -qiE "terminate called|Aborted|core dumped|Segmentation" "$work/err.txt" &&
         fail "'$*' crashed: $(cat "$work/err.txt")"
     echo "ok: $want"
@@ -141,6 +142,19 @@ signal)
     echo "ok: SIGINT mid-epoch checkpoints and resumes"
     ;;
 errors)
+    # A bad flag or value: the one documented line, and exit status 2.
+    "$ember" train --bogus > /dev/null 2> "$work/bad.txt"
+    rc=$?
+    [ $rc -eq 2 ] || fail "a bad flag exited $rc, expected 2"
+    [ "$(cat "$work/bad.txt")" = "ember: error: The following argument was not expected: --bogus (--help lists the flags)" ] ||
+        fail "a bad flag printed: $(cat "$work/bad.txt")"
+    "$ember" train --help > /dev/null 2>&1 || fail "--help is not a success"
+    # --dump-config prints the LR and weight decay in use, not empty strings.
+    "$ember" train --model resnet8 --dump-config > "$work/dump.txt" || fail "--dump-config"
+    grep -qx 'lr=0.01' "$work/dump.txt" || fail "resnet8's lr: $(grep '^lr' "$work/dump.txt")"
+    grep -qx 'weight-decay=0.05' "$work/dump.txt" || fail "weight decay: $(grep '^weight' "$work/dump.txt")"
+    "$ember" train --model mlp --optimizer sgd --dump-config | grep -qx 'lr=0.1' || fail "sgd's lr"
+    "$ember" train --model mlp --lr 0.02 --dump-config | grep -qx 'lr=0.02' || fail "a given lr"
     expect_error "model" "$ember" train --model nope --out "$work/x"
     expect_error "epochs" "$ember" train --epochs 0 --out "$work/x"
     expect_error "no such run directory" "$ember" train --resume "$work/none"

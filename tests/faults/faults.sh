@@ -22,6 +22,7 @@ expect_error() {
     [ $rc -ne 137 ] || fail "'$*' hung (killed after 60 s)"
     [ $rc -lt 128 ] || fail "'$*' died of a signal (exit $rc)"
     grep -q -- "$want" "$work/err.txt" || fail "'$*': stderr lacks '$want': $(cat "$work/err.txt")"
+    grep -q "^ember: error: " "$work/err.txt" || fail "'$*': no 'ember: error:' line: $(cat "$work/err.txt")"
     echo "ok: $want"
 }
 

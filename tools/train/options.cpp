@@ -202,6 +202,12 @@ void apply_recipe_defaults(CLI::App& app, TrainConfig& c) {
     take("--warmup", c.warmup, d.warmup);
     take("--clip-grad", c.clip_grad, d.clip_grad);
     take("--log-every", c.log_every, d.log_every);
+    // The LR and weight decay left to the optimizer and model: their values
+    // in use, for --dump-config and config.toml (not an empty string).
+    for (auto [flag, value] : {std::pair{"--lr", effective_lr(c)},
+                               std::pair{"--weight-decay", effective_weight_decay(c)}})
+        if (CLI::Option* opt = app.get_option_no_throw(flag); opt && opt->count() == 0)
+            opt->default_str(text_of(value));
 }
 
 std::vector<std::string> config_args(const std::string& text, const std::string& name) {
