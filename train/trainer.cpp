@@ -80,6 +80,10 @@ private:
 void save_weights(const Run& run, const std::string& path) {
     std::map<std::string, std::string> meta = run.task.metadata;
     meta["ember.model"] = run.task.name;
+    // What `ember eval` needs to score the weights as the run did.
+    meta["ember.data"] = run.config.data;
+    meta["ember.seed"] = std::to_string(run.config.seed);
+    meta["ember.memory_format"] = memory_format_name(run.task.memory_format);
     nn::save(run.model(), path, meta);
 }
 

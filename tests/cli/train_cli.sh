@@ -48,7 +48,12 @@ PY
     grep -q "$reported" "$work/eval.txt" || fail "eval gives '$(cat "$work/eval.txt")', train said '$reported'"
     "$ember" eval --model mlp --weights "$work/run/checkpoint/state.safetensors" | grep -q "$reported" ||
         fail "eval of the checkpoint differs"
-    echo "ok: run, eval reproduces $reported"
+    # The run directory alone: its best weights, evaluated as the run was.
+    best=$(grep -o "(best [0-9.]*%)" "$work/train.txt" | tail -1 | grep -o "[0-9.]*%")
+    "$ember" eval "$work/run" > "$work/eval_dir.txt" || fail "eval RUN_DIR failed"
+    grep -q "best.safetensors on cpu, Fashion-MNIST, contiguous layout: .*test accuracy $best" "$work/eval_dir.txt" ||
+        fail "eval RUN_DIR gives '$(cat "$work/eval_dir.txt")', train's best was $best"
+    echo "ok: run, eval reproduces $reported, eval RUN_DIR the best ($best)"
     ;;
 resume)
     common=(--model mlp --limit 3000 --epochs 2 --batch-size 64 --log-every 10)
@@ -186,7 +191,20 @@ errors)
         fail "resnet8's default layout is not contiguous"
     echo "ok: --memory-format"
     expect_error "cannot open" "$ember" eval --model mlp --weights "$work/missing.safetensors"
-    expect_error "loading weights from" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"
+    expect_error "holds the weights of a mlp, not of a resnet8" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"
+    expect_error "give a run directory or a weights file" "$ember" eval
+    expect_error "holds no best.safetensors or last.safetensors" "$ember" eval "$work"
+    # A synthetic-data run is evaluated on its own data; on another only on request.
+    "$ember" train --model mlp --data synthetic --limit 1000 --epochs 1 --out "$work/syn" > /dev/null ||
+        fail "synthetic run"
+    mv "$work/syn/config.toml" "$work/syn/config.moved"  # the weights' metadata alone says so too
+    for src in "$work/syn" "$work/syn/last.safetensors"; do
+        "$ember" eval "$src" > "$work/syn.txt" || fail "eval $src"
+        grep -q "synthetic" "$work/syn.txt" || fail "eval $src: $(cat "$work/syn.txt")"
+        mv "$work/syn/config.moved" "$work/syn/config.toml" 2> /dev/null
+    done
+    expect_error "was trained on --data synthetic; evaluating it on fashion-mnist measures another task (give --other-data" \
+        "$ember" eval "$work/syn" --data fashion-mnist
     ;;
 finders)
     "$ember" lr-find --limit 2000 --steps 40 --out "$work/lr.svg" > "$work/lr.txt" || fail "lr-find"

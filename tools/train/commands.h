@@ -13,8 +13,11 @@ namespace ember::train {
 
 /// The options `ember eval` takes.
 struct EvalConfig {
-    std::string model;  ///< "": the one the weights record
+    std::string source;   ///< a run directory or a weights file (or --weights)
+    std::string model;    ///< "": the one the weights record
     std::string weights;
+    std::string data;     ///< "": the run's
+    bool other_data = false;  ///< allow `data` to differ from the run's
     std::string device = "auto";
     std::string data_dir;
     std::string amp = "off";

@@ -283,6 +283,12 @@ std::vector<std::string> expand_config(int argc, char** argv) {
         file = resume + "/config.toml";
     }
     if (file.empty()) return args;
+    const std::vector<std::string> from_file = config_args(read_config_file(file), file);
+    args.insert(train + 1, from_file.begin(), from_file.end());
+    return args;
+}
+
+std::string read_config_file(const std::string& file) {
     // A regular file only (a named pipe would block), and no bigger than a
     // configuration can sensibly be.
     RegularFile f = open_regular_file(file, "--config " + file);
@@ -290,9 +296,25 @@ std::vector<std::string> expand_config(int argc, char** argv) {
                 " bytes is too large for a configuration (at most ", kMaxConfigBytes, ")");
     std::string text(f.size, '\0');
     read_exact(f.fd.get(), text.data(), f.size, 0, "--config " + file);
-    const std::vector<std::string> from_file = config_args(text, file);
-    args.insert(train + 1, from_file.begin(), from_file.end());
-    return args;
+    return text;
+}
+
+TrainConfig read_run_config(const std::string& run_dir) {
+    const std::string file = (std::filesystem::path(run_dir) / "config.toml").string();
+    std::vector<std::string> args = config_args(read_config_file(file), file);
+    args.insert(args.begin(), "ember-train");
+    TrainConfig c;
+    CLI::App app;
+    add_train_options(app, c);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    try {
+        app.parse(int(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+        EMBER_FAIL(file, ": ", e.what());
+    }
+    apply_recipe_defaults(app, c);
+    return c;
 }
 
 }  // namespace ember::train

@@ -40,6 +40,15 @@ std::vector<std::string> expand_config(int argc, char** argv);
 /// expand_config reads files with, and what the train_files fuzz target feeds.
 std::vector<std::string> config_args(const std::string& text, const std::string& name);
 
+/// The text of a config file: a regular file of at most kMaxConfigBytes,
+/// else an Error.
+std::string read_config_file(const std::string& file);
+
+/// The configuration a run directory's config.toml records (flags it does
+/// not name take their defaults, the recipe's where it has them); an Error
+/// naming the file when it is missing or does not parse.
+TrainConfig read_run_config(const std::string& run_dir);
+
 /// The largest config file expand_config reads.
 inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
