@@ -16,6 +16,8 @@ std::string shape_str(const Shape& s) {
     return os.str();
 }
 
+std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
+
 int64_t shape_numel(const Shape& s) {
     for (int64_t d : s) EMBER_CHECK(d >= 0, "negative size in shape ", shape_str(s));
     for (int64_t d : s)

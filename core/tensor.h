@@ -23,6 +23,8 @@ using Shape = std::vector<int64_t>;
 
 /// "[2, 3, 4]", for messages.
 std::string shape_str(const Shape& s);
+/// Prints shape_str(s): `std::cout << x.shape()`.
+std::ostream& operator<<(std::ostream& os, const Shape& s);
 /// Product of the sizes; throws on a negative size or if the product overflows int64.
 int64_t shape_numel(const Shape& s);
 /// Row-major strides for `s` (the contiguous layout).
@@ -52,6 +54,7 @@ struct AutogradMeta;  // defined by autograd/; null for tensors that never took 
 namespace autograd {
 struct Node;
 }
+struct ValuesIndices;  // what max(dim) and min(dim) return (kernels/op_types.h)
 
 /// Shared state of one tensor handle. Users work with Tensor.
 struct TensorImpl {
@@ -151,6 +154,32 @@ class Tensor {
     /// Sets every element to `value` (converted to the dtype).
     Tensor& fill_(double value);
 
+    // ---- The reductions and softmax as methods, as in libtorch
+    // (autograd/tensor_op_methods.cpp): each is the free function of the same
+    // name (autograd/ops/reduce.h) with this tensor first. ----
+    /// Over every element (`x.sum()`), one dim (`x.sum(1)`) or several (`x.sum({0, 1})`).
+    Tensor sum() const;
+    Tensor sum(int64_t dim, bool keepdim = false) const;
+    Tensor sum(const Shape& dims, bool keepdim = false) const;
+    Tensor mean() const;
+    Tensor mean(int64_t dim, bool keepdim = false) const;
+    Tensor mean(const Shape& dims, bool keepdim = false) const;
+    Tensor norm(double p = 2, const Shape& dims = {}, bool keepdim = false) const;
+    Tensor var(const Shape& dims = {}, double correction = 1, bool keepdim = false) const;
+    Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+    Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+    /// The largest element (0-d), as libtorch's `x.max()`.
+    Tensor max() const;
+    Tensor min() const;
+    /// Values and indices along `dim` (needs kernels/op_types.h, which ember.h includes).
+    ValuesIndices max(int64_t dim, bool keepdim = false) const;
+    ValuesIndices min(int64_t dim, bool keepdim = false) const;
+    /// Index of the largest element of the flattened tensor, or along `dim`.
+    Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+    Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+    Tensor softmax(int64_t dim) const;
+    Tensor log_softmax(int64_t dim) const;
+
     // ---- Autograd (autograd/tensor_methods.cpp; docs/autograd.md) ----
     /// True for a floating tensor that is a leaf marked with set_requires_grad,
     /// or the result of a recorded op.
@@ -187,6 +216,11 @@ class Tensor {
     // defined in kernels/tensor_access.cpp, beside the copies they use) ----
     /// The single element of a one-element tensor, as double.
     double item() const;
+    /// The single element as T (float, double, int32_t, int64_t, uint8_t),
+    /// converted from the dtype as to_vector<T> does: `x.item<int64_t>()`
+    /// keeps every bit of an i64 that double would round.
+    template <class T>
+    T item() const;
     /// Element at a full index (negative indices count from the end), as double.
     double at(const Shape& index) const;
     /// Writes one element (converted to the dtype). Host tensors only.
@@ -230,7 +264,10 @@ Tensor as_strided(const Tensor& self, const Shape& shape, const Shape& strides, 
 /// entries count from the end); an Error names `op` when the index is bad.
 int64_t element_offset(const Tensor& t, const Shape& index, const char* op);
 
-/// Prints dtype, device, shape and (up to a limit) the values.
+/// Prints dtype, device and shape, then the values nested by dimension as
+/// PyTorch does: every value up to 1000 elements, beyond that the first and
+/// last 3 of each dimension around "..."; floating values with 4 decimals
+/// (scientific where they span too wide a range). kernels/tensor_print.cpp.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// An uninitialized tensor.

@@ -64,18 +64,17 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-    if (!t.defined()) return os << "Tensor(undefined)";
-    os << "Tensor(" << dtype_name(t.dtype()) << ", " << t.device() << ", "
-       << shape_str(t.shape()) << ")";
-    constexpr int64_t kMaxPrinted = 64;
-    if (t.numel() > 0 && t.numel() <= kMaxPrinted) {
-        const std::vector<double> v = t.to_vector<double>();
-        os << " {";
-        for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-        os << "}";
-    }
-    return os;
+template <class T>
+T Tensor::item() const {
+    EMBER_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ",
+                shape_str(shape()));
+    return to_vector<T>()[0];
 }
+
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int32_t Tensor::item<int32_t>() const;
+template int64_t Tensor::item<int64_t>() const;
+template uint8_t Tensor::item<uint8_t>() const;
 
 }  // namespace ember

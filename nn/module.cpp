@@ -3,10 +3,15 @@
 // with full checks.
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <ostream>
 #include <sstream>
+#include <typeinfo>
 
 #include "autograd/accumulate.h"
 #include "autograd/grad_mode.h"
@@ -44,6 +49,25 @@ bool valid_name(const std::string& name) {
 
 Tensor Module::forward(const Tensor&) {
     EMBER_FAIL(type_name(), ": forward is not implemented for this module");
+}
+
+std::string Module::type_name() const {
+    // The dynamic type's name, demangled, without its namespaces.
+    const char* mangled = typeid(*this).name();
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> demangled(
+        abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+    std::string name = status == 0 && demangled ? demangled.get() : mangled;
+    // "ember::nn::Sequential", "(anonymous namespace)::Net": the part after
+    // the last "::" outside template arguments.
+    int depth = 0;
+    size_t start = 0;
+    for (size_t i = 0; i + 1 < name.size(); ++i) {
+        if (name[i] == '<') ++depth;
+        if (name[i] == '>') --depth;
+        if (depth == 0 && name[i] == ':' && name[i + 1] == ':') start = i + 2;
+    }
+    return name.substr(start);
 }
 
 void Module::check_new_name(const std::string& name) const {

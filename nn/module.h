@@ -33,8 +33,9 @@ public:
     virtual Tensor forward(const Tensor& input);
     /// Calls forward: `model(x)`.
     Tensor operator()(const Tensor& input) { return forward(input); }
-    /// Type name for messages and printing ("Linear", "Conv2d", ...).
-    virtual std::string type_name() const { return "Module"; }
+    /// The class's name ("Linear"; for a module of one's own, its C++ class
+    /// name without namespaces, "Net"), for messages and printing.
+    virtual std::string type_name() const;
     /// One line with the type and the sizes, e.g. "Linear(in=784, out=512, bias=true)".
     virtual std::string describe() const { return type_name(); }
 

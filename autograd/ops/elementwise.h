@@ -84,4 +84,20 @@ inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return mul(pow(a, -1.0), s); }
 
+/// Comparisons, elementwise, as in libtorch: a bool tensor (eq, ne, lt, le,
+/// gt, ge above), never a bool. Whether two handles are one tensor is
+/// a.is_same(b).
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator==(const Tensor& a, double s) { return eq(a, s); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator!=(const Tensor& a, double s) { return ne(a, s); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<(const Tensor& a, double s) { return lt(a, s); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator<=(const Tensor& a, double s) { return le(a, s); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>(const Tensor& a, double s) { return gt(a, s); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator>=(const Tensor& a, double s) { return ge(a, s); }
+
 }  // namespace ember

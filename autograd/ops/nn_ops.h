@@ -21,6 +21,16 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel, Int2 stride = {0, 0}, Int2 p
 Tensor avg_pool2d(const Tensor& input, Int2 kernel, Int2 stride = {0, 0}, Int2 padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+/// Square windows given as one number, as libtorch's `max_pool2d(x, 2)`
+/// (stride 0: the kernel's).
+inline Tensor max_pool2d(const Tensor& input, int64_t kernel, int64_t stride = 0,
+                         int64_t padding = 0) {
+    return max_pool2d(input, Int2{kernel, kernel}, Int2{stride, stride}, Int2{padding, padding});
+}
+inline Tensor avg_pool2d(const Tensor& input, int64_t kernel, int64_t stride = 0,
+                         int64_t padding = 0) {
+    return avg_pool2d(input, Int2{kernel, kernel}, Int2{stride, stride}, Int2{padding, padding});
+}
 
 /// Batch norm over x [N, C, *]. training: batch statistics, and running_mean /
 /// running_var (may be undefined) updated in place with `momentum`; otherwise

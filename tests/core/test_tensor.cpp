@@ -81,7 +81,7 @@ TEST_CASE("CUDA tensors give a clear error without a device", "[tensor][device]"
 TEST_CASE("printing shows dtype, device, shape and values", "[tensor]") {
     std::ostringstream os;
     os << arange(3);
-    CHECK(os.str() == "Tensor(f32, cpu, [3]) {0, 1, 2}");
+    CHECK(os.str() == "Tensor(f32, cpu, [3])\n[0., 1., 2.]");
 }
 
 TEST_CASE("large host blocks are reused through the host cache", "[tensor][allocator]") {
