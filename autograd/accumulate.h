@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "autograd/node.h"
+#include "node.h"
 
 namespace ember::autograd {
 

@@ -6,7 +6,7 @@
 // autograd/autocast.cpp's (docs/amp.md lists it). Per thread, like grad mode.
 #pragma once
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::amp {
 

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::autograd {
 

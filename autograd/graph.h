@@ -7,8 +7,8 @@
 #include <initializer_list>
 #include <memory>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include "grad_mode.h"
+#include "node.h"
 
 namespace ember::autograd {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "core/device.h"
+#include "device.h"
 
 namespace ember {
 

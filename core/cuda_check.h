@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "core/error.h"
+#include "error.h"
 
 /// Turns a failing CUDA runtime call into an ember::Error naming the call.
 #define EMBER_CUDA_CHECK(call)                                                        \

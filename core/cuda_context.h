@@ -11,10 +11,10 @@
 #include <string>
 #include <utility>
 
-#include "core/allocator.h"
-#include "core/caching_allocator.h"
-#include "core/device.h"
-#include "core/error_flag.h"
+#include "allocator.h"
+#include "caching_allocator.h"
+#include "device.h"
+#include "error_flag.h"
 
 struct CUstream_st;  // CUDA's stream type: cudaStream_t is CUstream_st*
 

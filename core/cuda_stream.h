@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/cuda_context.h"
-#include "core/device.h"
+#include "cuda_context.h"
+#include "device.h"
 
 namespace ember {
 

@@ -6,8 +6,8 @@
 #include <ostream>
 #include <string>
 
-#include "core/error.h"
-#include "core/half.h"
+#include "error.h"
+#include "half.h"
 
 namespace ember {
 

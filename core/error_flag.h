@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/macros.h"
+#include "macros.h"
 
 namespace ember {
 

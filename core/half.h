@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/macros.h"
+#include "macros.h"
 
 namespace ember {
 

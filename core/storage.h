@@ -6,8 +6,8 @@
 #include <functional>
 #include <memory>
 
-#include "core/allocator.h"
-#include "core/device.h"
+#include "allocator.h"
+#include "device.h"
 
 namespace ember {
 

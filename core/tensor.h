@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/storage.h"
+#include "device.h"
+#include "dtype.h"
+#include "storage.h"
 
 namespace ember {
 

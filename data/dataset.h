@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::data {
 

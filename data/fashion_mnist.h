@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "data/dataset.h"
+#include "dataset.h"
 
 namespace ember::data {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::data {
 

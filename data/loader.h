@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/device.h"
-#include "core/tensor.h"
-#include "data/dataset.h"
-#include "data/transforms.h"
+#include "../core/device.h"
+#include "../core/tensor.h"
+#include "dataset.h"
+#include "transforms.h"
 
 namespace ember::data {
 

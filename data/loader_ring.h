@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/loader.h"
+#include "loader.h"
 
 namespace ember::data {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "core/file.h"
-#include "data/dataset.h"
+#include "../core/file.h"
+#include "dataset.h"
 
 namespace ember::data {
 

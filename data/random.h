@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "core/error.h"
-#include "core/philox.h"
+#include "../core/error.h"
+#include "../core/philox.h"
 
 namespace ember::data {
 

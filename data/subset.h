@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "data/dataset.h"
+#include "dataset.h"
 
 namespace ember::data {
 

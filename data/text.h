@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/fashion_mnist.h"
-#include "data/tokenizer.h"
+#include "dataset.h"
+#include "fashion_mnist.h"
+#include "tokenizer.h"
 
 namespace ember::data {
 

@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/tensor.h"
-#include "data/random.h"
+#include "../core/tensor.h"
+#include "random.h"
 
 namespace ember::data {
 

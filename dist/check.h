@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "core/tensor.h"
-#include "dist/communicator.h"
+#include "../core/tensor.h"
+#include "communicator.h"
 
 namespace ember::dist {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::dist {
 

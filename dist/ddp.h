@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "nn/module.h"
+#include "communicator.h"
+#include "../nn/module.h"
 
 namespace ember::dist {
 

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "core/device.h"
-#include "dist/communicator.h"
+#include "../core/device.h"
+#include "communicator.h"
 
 namespace ember::dist {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <thread>
 
-#include "core/cuda_stream.h"
-#include "core/tensor.h"
-#include "dist/communicator.h"
+#include "../core/cuda_stream.h"
+#include "../core/tensor.h"
+#include "communicator.h"
 
 namespace ember::dist {
 

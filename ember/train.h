@@ -4,7 +4,7 @@
 // docs/train.md, "Training a model of your own".
 #pragma once
 
-#include "ember/ember.h"
+#include "ember.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/generate.h"

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::kernels {
 

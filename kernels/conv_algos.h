@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/cuda_context.h"
-#include "core/dtype.h"
-#include "kernels/conv.h"
+#include "../core/cuda_context.h"
+#include "../core/dtype.h"
+#include "conv.h"
 
 namespace ember {
 

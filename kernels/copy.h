@@ -1,7 +1,7 @@
 // Copies, casts and fills: the kernels behind contiguous(), clone(), to() and copy_().
 #pragma once
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::kernels {
 

@@ -18,9 +18,9 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/cuda_context.h"
-#include "core/tensor.h"
-#include "kernels/profile.h"
+#include "../core/cuda_context.h"
+#include "../core/tensor.h"
+#include "profile.h"
 
 namespace ember::kernels {
 

@@ -6,9 +6,9 @@
 
 #include <optional>
 
-#include "core/tensor.h"
-#include "kernels/math.h"
-#include "kernels/op_types.h"
+#include "../core/tensor.h"
+#include "math.h"
+#include "op_types.h"
 
 namespace ember::kernels {
 

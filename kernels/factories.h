@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

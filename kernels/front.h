@@ -6,9 +6,9 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/tensor.h"
-#include "kernels/dispatch.h"
-#include "kernels/view.h"
+#include "../core/tensor.h"
+#include "dispatch.h"
+#include "view.h"
 
 namespace ember::kernels {
 

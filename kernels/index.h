@@ -4,7 +4,7 @@
 // the index value and the size of the dim. See docs/indexing.md.
 #pragma once
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::kernels {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::kernels {
 

@@ -10,9 +10,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "core/half.h"
-#include "core/macros.h"
+#include "../core/dtype.h"
+#include "../core/half.h"
+#include "../core/macros.h"
 
 namespace ember::math {
 

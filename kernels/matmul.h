@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::kernels {
 

@@ -6,8 +6,8 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "kernels/view.h"
+#include "../core/tensor.h"
+#include "view.h"
 
 namespace ember::kernels {
 

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

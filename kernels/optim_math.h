@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/macros.h"
-#include "core/philox.h"
-#include "kernels/math.h"
+#include "../core/macros.h"
+#include "../core/philox.h"
+#include "math.h"
 
 namespace ember::math {
 

@@ -6,8 +6,8 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "kernels/op_types.h"
+#include "../core/tensor.h"
+#include "op_types.h"
 
 namespace ember::kernels {
 

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "core/cuda_context.h"
-#include "core/generator.h"
-#include "kernels/view.h"
+#include "../core/cuda_context.h"
+#include "../core/generator.h"
+#include "view.h"
 
 namespace ember::kernels {
 

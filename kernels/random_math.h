@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/philox.h"
-#include "kernels/math.h"
+#include "../core/philox.h"
+#include "math.h"
 
 namespace ember::math {
 

@@ -4,8 +4,8 @@
 // [outer, size, inner] layout of the reductions (ReduceShape, kernels/reduce.h).
 #pragma once
 
-#include "core/tensor.h"
-#include "kernels/reduce.h"
+#include "../core/tensor.h"
+#include "reduce.h"
 
 namespace ember::kernels {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "core/macros.h"
+#include "../core/dtype.h"
+#include "../core/macros.h"
 
 namespace ember::kernels {
 

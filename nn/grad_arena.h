@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace ember::nn {
 

@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
 
 namespace ember::nn::init {
 

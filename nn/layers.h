@@ -8,11 +8,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/index.h"
-#include "autograd/ops/nn_ops.h"
-#include "nn/module.h"
+#include "../autograd/grad_mode.h"
+#include "../autograd/ops/elementwise.h"
+#include "../autograd/ops/index.h"
+#include "../autograd/ops/nn_ops.h"
+#include "module.h"
 
 namespace ember::nn {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/conv_bn.h"
+#include "conv_bn.h"
 
 namespace ember::nn {
 

@@ -2,12 +2,12 @@
 // reference models, weight files.
 #pragma once
 
-#include "nn/conv_bn.h"
-#include "nn/grad_arena.h"
-#include "nn/init.h"
-#include "nn/layers.h"
-#include "nn/models.h"
-#include "nn/transformer.h"
-#include "nn/module.h"
-#include "nn/safetensors.h"
-#include "nn/serialize.h"
+#include "conv_bn.h"
+#include "grad_arena.h"
+#include "init.h"
+#include "layers.h"
+#include "models.h"
+#include "transformer.h"
+#include "module.h"
+#include "safetensors.h"
+#include "serialize.h"

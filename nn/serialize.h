@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace ember::nn {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/layers.h"
+#include "layers.h"
 
 namespace ember::nn {
 

@@ -4,7 +4,7 @@
 // group's tensors.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember::optim {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember::optim {
 

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "optim/optimizer.h"
+#include "../core/tensor.h"
+#include "optimizer.h"
 
 namespace ember::amp {
 

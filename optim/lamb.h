@@ -2,7 +2,7 @@
 // 2019) and LARS (You et al. 2017), fused across each group's tensors.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember::optim {
 

@@ -2,11 +2,11 @@
 // scaling in one include.
 #pragma once
 
-#include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/grad_scaler.h"
-#include "optim/lamb.h"
-#include "optim/lr_find.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
-#include "optim/sgd.h"
+#include "adam.h"
+#include "clip.h"
+#include "grad_scaler.h"
+#include "lamb.h"
+#include "lr_find.h"
+#include "optimizer.h"
+#include "schedule.h"
+#include "sgd.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember::optim {
 

@@ -2,7 +2,7 @@
 // PyTorch's update rule, fused across each group's tensors.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember::optim {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "train/run.h"
+#include "run.h"
 
 namespace ember::train {
 

@@ -10,8 +10,8 @@
 #include <vector>
 #include <string>
 
-#include "core/device.h"
-#include "core/tensor.h"
+#include "../core/device.h"
+#include "../core/tensor.h"
 
 namespace ember::train {
 

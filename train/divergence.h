@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "train/config.h"
+#include "../core/tensor.h"
+#include "config.h"
 
 namespace ember::nn {
 class Module;

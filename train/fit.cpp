@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "ember/ember.h"
 #include "train/files.h"
 #include "train/trainer.h"
 

@@ -9,9 +9,10 @@
 #include <numeric>
 
 #include "autograd/grad_mode.h"
+#include "data/utf8.h"
+#include "ember/ember.h"
 #include "kernels/random_math.h"
 #include "nn/safetensors.h"
-#include "data/utf8.h"
 #include "train/checkpoint.h"
 
 namespace ember::train {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
-#include "nn/transformer.h"
+#include "../data/tokenizer.h"
+#include "../nn/transformer.h"
 
 namespace ember::train {
 

@@ -10,8 +10,8 @@
 
 #include <optional>
 
-#include "train/config.h"
-#include "train/task.h"
+#include "config.h"
+#include "task.h"
 
 namespace ember::train {
 

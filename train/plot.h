@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/svg.h"
+#include "svg.h"
 
 namespace ember::train {
 

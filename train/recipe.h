@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "data/loader.h"
-#include "train/config.h"
-#include "train/task.h"
+#include "../data/loader.h"
+#include "config.h"
+#include "task.h"
 
 namespace ember::train {
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autograd/autocast.h"
+#include "ember/ember.h"
 #include "train/recipe.h"
 
 namespace ember::train {

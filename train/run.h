@@ -7,9 +7,15 @@
 #include <functional>
 #include <memory>
 
-#include "ember/ember.h"
-#include "train/config.h"
-#include "train/task.h"
+#include "../data/loader.h"
+#include "../dist/communicator.h"
+#include "../dist/ddp.h"
+#include "../nn/module.h"
+#include "../optim/grad_scaler.h"
+#include "../optim/optimizer.h"
+#include "../optim/schedule.h"
+#include "config.h"
+#include "task.h"
 
 namespace ember::train {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/ticks.h"
+#include "ticks.h"
 
 namespace ember::train {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "autograd/ops.h"
-#include "data/dataset.h"
-#include "data/transforms.h"
-#include "nn/module.h"
+#include "../autograd/ops.h"
+#include "../data/dataset.h"
+#include "../data/transforms.h"
+#include "../nn/module.h"
 
 namespace ember::train {
 

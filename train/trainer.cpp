@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/ember.h"
 #include "kernels/optim.h"
 #include "train/metrics.h"
 #include "train/plot.h"

@@ -9,9 +9,9 @@
 
 #include <optional>
 
-#include "train/checkpoint.h"
-#include "train/divergence.h"
-#include "train/run.h"
+#include "checkpoint.h"
+#include "divergence.h"
+#include "run.h"
 
 namespace ember::train {
 

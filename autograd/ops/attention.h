@@ -7,8 +7,8 @@
 
 #include <optional>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "../../core/generator.h"
+#include "../../core/tensor.h"
 
 namespace ember {
 

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "core/tensor.h"
-#include "kernels/op_types.h"
+#include "../../core/tensor.h"
+#include "../../kernels/op_types.h"
 
 namespace ember {
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember {
 

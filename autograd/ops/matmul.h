@@ -2,7 +2,7 @@
 // broadcasting, bmm, addmm, linear).
 #pragma once
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember {
 

@@ -5,9 +5,9 @@
 #include <array>
 #include <cstdint>
 
-#include "core/generator.h"
-#include "core/tensor.h"
-#include "kernels/op_types.h"  // Int2
+#include "../../core/generator.h"
+#include "../../core/tensor.h"
+#include "../../kernels/op_types.h"  // Int2
 
 namespace ember {
 

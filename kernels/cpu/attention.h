@@ -1,8 +1,8 @@
 // The fused CPU attention kernels (kernels/attention.h): Views in, no Tensor.
 #pragma once
 
-#include "kernels/attention.h"
-#include "kernels/view.h"
+#include "../attention.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "kernels/conv.h"
+#include "../../core/dtype.h"
+#include "../conv.h"
 
 namespace ember::kernels::cpu {
 

@@ -6,7 +6,7 @@
 // Bit-identical for any OpenMP thread count.
 #pragma once
 
-#include "kernels/conv.h"
+#include "../conv.h"
 
 namespace ember::kernels::cpu::depthwise {
 

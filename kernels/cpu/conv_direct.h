@@ -6,7 +6,7 @@
 // weights, groups = 1. Bit-identical for any OpenMP thread count.
 #pragma once
 
-#include "kernels/conv.h"
+#include "../conv.h"
 
 namespace ember::kernels::cpu::direct {
 

@@ -8,8 +8,8 @@
 // OpenMP thread count.
 #pragma once
 
-#include "kernels/conv.h"
-#include "kernels/cpu/conv_direct.h"
+#include "../conv.h"
+#include "conv_direct.h"
 
 namespace ember::kernels::cpu::nhwc {
 

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/conv.h"
+#include "../conv.h"
 
 namespace ember::kernels::cpu::planes {
 

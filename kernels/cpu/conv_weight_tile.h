@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/conv_threads.h"
+#include "conv_threads.h"
 
 namespace ember::kernels::cpu::weight_tiles {
 

@@ -1,7 +1,7 @@
 // CPU copy/cast/fill kernels on Views.
 #pragma once
 
-#include "kernels/view.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

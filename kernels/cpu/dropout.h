@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/view.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

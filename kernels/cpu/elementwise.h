@@ -3,8 +3,8 @@
 // to the compute dtype and broadcast them to the output's shape.
 #pragma once
 
-#include "kernels/math.h"
-#include "kernels/view.h"
+#include "../math.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

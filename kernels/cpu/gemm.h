@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/matmul.h"
+#include "../matmul.h"
 
 namespace ember::kernels::cpu {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/conv.h"
-#include "kernels/view.h"
+#include "conv.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu::conv_detail {
 

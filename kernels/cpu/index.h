@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "kernels/view.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/view.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "kernels/loss.h"
-#include "kernels/view.h"
+#include "../loss.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

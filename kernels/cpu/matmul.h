@@ -4,8 +4,8 @@
 // kernels/matmul.h's.
 #pragma once
 
-#include "kernels/matmul.h"
-#include "kernels/view.h"
+#include "../matmul.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

@@ -3,7 +3,7 @@
 // kernels/norm.h), no Tensor.
 #pragma once
 
-#include "kernels/norm.h"
+#include "../norm.h"
 
 namespace ember::kernels::cpu {
 

@@ -2,7 +2,7 @@
 // buffers and a chunk table in, no Tensor. The loops are in kernels/cpu/optim.cpp.
 #pragma once
 
-#include "kernels/optim.h"
+#include "../optim.h"
 
 namespace ember::kernels::cpu {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "kernels/pool.h"
-#include "kernels/view.h"
+#include "../pool.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

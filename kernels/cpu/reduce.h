@@ -12,10 +12,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/loop.h"
-#include "kernels/math.h"
-#include "kernels/reduce.h"
-#include "kernels/view.h"
+#include "loop.h"
+#include "../math.h"
+#include "../reduce.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

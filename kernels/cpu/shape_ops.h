@@ -3,7 +3,7 @@
 
 #include <span>
 
-#include "kernels/view.h"
+#include "../view.h"
 
 namespace ember::kernels::cpu {
 

@@ -2,7 +2,7 @@
 // [outer, size, inner] buffer (the layout of kernels/cpu/reduce.h).
 #pragma once
 
-#include "kernels/cpu/reduce.h"
+#include "reduce.h"
 
 namespace ember::kernels::cpu {
 

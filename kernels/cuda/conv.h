@@ -5,9 +5,9 @@
 // f32). Plain C++: every build sees these declarations.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "core/dtype.h"
-#include "kernels/conv.h"
+#include "../../core/cuda_context.h"
+#include "../../core/dtype.h"
+#include "../conv.h"
 
 namespace ember::kernels::cuda {
 

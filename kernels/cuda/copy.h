@@ -3,9 +3,9 @@
 
 #include <cstddef>
 
-#include "core/cuda_context.h"
-#include "core/device.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../../core/device.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

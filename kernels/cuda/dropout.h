@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "core/cuda_context.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -4,9 +4,9 @@
 // and broadcast them. Plain C++: every build sees these declarations.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/math.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../math.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

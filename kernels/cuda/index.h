@@ -7,9 +7,9 @@
 
 #include <cstdint>
 
-#include "core/cuda_context.h"
-#include "kernels/cuda/index_plan.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "index_plan.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -11,8 +11,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/math.h"
-#include "kernels/view.h"
+#include "../math.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -7,9 +7,9 @@
 // false.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/matmul.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../matmul.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -5,9 +5,9 @@
 // Plain C++: every build sees these declarations.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/loss.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../loss.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -3,8 +3,8 @@
 // every build sees this declaration.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/error.h"
-#include "kernels/view.h"
+#include "../../core/error.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

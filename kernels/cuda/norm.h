@@ -5,8 +5,8 @@
 // these.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/norm.h"
+#include "../../core/cuda_context.h"
+#include "../norm.h"
 
 namespace ember::kernels::cuda {
 

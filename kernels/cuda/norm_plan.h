@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "core/macros.h"
+#include "../../core/macros.h"
 
 namespace ember::kernels::cuda {
 

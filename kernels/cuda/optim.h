@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "core/cuda_context.h"
-#include "kernels/optim.h"
+#include "../../core/cuda_context.h"
+#include "../optim.h"
 
 namespace ember::kernels::cuda {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/macros.h"
+#include "../../core/macros.h"
 
 namespace ember::kernels::cuda {
 

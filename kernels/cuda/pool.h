@@ -3,9 +3,9 @@
 // C++: every build sees these declarations.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/pool.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../pool.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

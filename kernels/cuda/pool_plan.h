@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "core/macros.h"
-#include "kernels/pool.h"
+#include "../../core/macros.h"
+#include "../pool.h"
 
 namespace ember::kernels::cuda {
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/macros.h"
-#include "kernels/reduce.h"
+#include "../../core/macros.h"
+#include "../reduce.h"
 
 namespace ember::kernels::cuda {
 

@@ -4,9 +4,9 @@
 // on. Plain C++: every build sees these declarations.
 #pragma once
 
-#include "core/cuda_context.h"
-#include "kernels/reduce.h"
-#include "kernels/view.h"
+#include "../../core/cuda_context.h"
+#include "../reduce.h"
+#include "../view.h"
 
 namespace ember::kernels::cuda {
 

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
-#include "core/allocator.h"
-#include "core/cuda_context.h"
+#include "../../core/allocator.h"
+#include "../../core/cuda_context.h"
 
 namespace ember::kernels::cuda {
 

@@ -2,6 +2,7 @@
 // C++ example (CPU part), checked, so the README cannot drift from the API.
 #include <ember/ember.h>
 #include <ember/kernels.h>  // installed too; its raw fronts must not make calls ambiguous
+#include <ember/train.h>    // the training loop as a library, installed as well
 
 #include <cstdio>
 #include <vector>

@@ -3,7 +3,7 @@
 // of its shape.
 #pragma once
 
-#include "train/recipe.h"
+#include "../recipe.h"
 
 namespace ember::train {
 

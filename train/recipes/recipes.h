@@ -1,7 +1,7 @@
 // The reference models' recipes, one file each; train/recipe.cpp lists them.
 #pragma once
 
-#include "train/recipe.h"
+#include "../recipe.h"
 
 namespace ember::train {
 
