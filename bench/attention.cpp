@@ -96,7 +96,7 @@ void run_attention(const Options& o, Report& rep) {
              2.5 * fwd_flops},
         };
         for (int i = 0; i < 4; i += 2) {  // fused and composite timed in turn
-            const std::vector<double> ms =
+            const std::vector<Timing> ms =
                 interleaved_median_ms({passes[i].run, passes[i + 1].run}, o);
             for (int j = 0; j < 2; ++j) {
                 const Pass& p = passes[i + j];
@@ -104,7 +104,7 @@ void run_attention(const Options& o, Report& rep) {
                 char note[96];
                 std::snprintf(note, sizeof note, "peak %.1f MB", double(peak_bytes(p.run)) / 1e6);
                 rep.add({"attention", p.name, shape, ms[size_t(j)], -1, gflops, gflops / peak,
-                         limit, note});
+                         limit, note}, ms[size_t(j)]);
             }
         }
     }

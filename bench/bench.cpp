@@ -2,11 +2,15 @@
 #include "bench/bench.h"
 
 #include <CLI/CLI.hpp>
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "core/cpu_load.h"
 #include "core/cuda_stream.h"
 #include "core/error.h"
 #include "ember/ember.h"
@@ -50,7 +54,18 @@ const std::vector<Family>& families() {
     return list;
 }
 
-double median_ms(const std::function<void()>& f, int warmup, int repeats) {
+namespace {
+
+// The median and spread of timed runs.
+Timing timing_of(std::vector<double> t) {
+    std::sort(t.begin(), t.end());
+    const double median = t[t.size() / 2];
+    return {median, median > 0 ? (t.back() - t.front()) / median : 0};
+}
+
+}  // namespace
+
+Timing median_ms(const std::function<void()>& f, int warmup, int repeats) {
     for (int i = 0; i < warmup; ++i) f();
     std::vector<double> t;
     for (int i = 0; i < std::max(1, repeats); ++i) {
@@ -59,11 +74,10 @@ double median_ms(const std::function<void()>& f, int warmup, int repeats) {
         const auto b = std::chrono::steady_clock::now();
         t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return timing_of(std::move(t));
 }
 
-std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
+std::vector<Timing> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
                                           const Options& o) {
     for (int i = 0; i < o.warmup; ++i)
         for (const auto& f : fs) f();
@@ -75,11 +89,8 @@ std::vector<double> interleaved_median_ms(const std::vector<std::function<void()
             const auto end = std::chrono::steady_clock::now();
             t[j].push_back(std::chrono::duration<double, std::milli>(end - start).count());
         }
-    std::vector<double> med;
-    for (auto& v : t) {
-        std::sort(v.begin(), v.end());
-        med.push_back(v[v.size() / 2]);
-    }
+    std::vector<Timing> med;
+    for (auto& v : t) med.push_back(timing_of(std::move(v)));
     return med;
 }
 
@@ -101,7 +112,7 @@ std::optional<Device> bench_gpu() {
     return Device::cuda(0);
 }
 
-double gpu_median_ms(Device device, const std::function<void()>& f, const Options& o) {
+Timing gpu_median_ms(Device device, const std::function<void()>& f, const Options& o) {
     const size_t l2 = CudaContext::of(device).properties().l2_bytes;
     Tensor flush = empty({int64_t(2 * l2 / 4 + 1)}, {DType::f32, device});
     CudaEvent start(device, true), end(device, true);
@@ -115,8 +126,7 @@ double gpu_median_ms(Device device, const std::function<void()>& f, const Option
         end.synchronize();
         t.push_back(CudaEvent::elapsed_ms(start, end));
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return timing_of(std::move(t));
 }
 
 double measure_gpu_copy_gbps(Device device, const Options& o) {
@@ -126,19 +136,30 @@ double measure_gpu_copy_gbps(Device device, const Options& o) {
     return 2.0 * double(n) * 4 / (ms * 1e6);
 }
 
-void Report::print_table() const {
-    std::printf("%-10s %-7s %-22s %-22s %10s %10s %10s %8s  %s\n", "family", "device", "kernel",
-                "shape", "ms", "GB/s", "GFLOP/s", "launches", "of limit");
+// A row beyond its limit (a hardware limit or a bound such as "the GEMMs
+// alone", not a peer) measured something else than it claims: the limit was
+// timed while the machine was busier, or the work is miscounted.
+static bool unreliable(const Row& r) { return !r.peer && r.fraction > 1.0; }
+
+void Report::print_table(std::FILE* out) const {
+    if (!load.empty()) std::fprintf(out, "# CPU load at the start: %s\n", load.c_str());
+    std::fprintf(out, "%-10s %-7s %-22s %-22s %10s %7s %10s %10s %8s  %s\n", "family", "device", "kernel",
+                "shape", "ms", "spread", "GB/s", "GFLOP/s", "launches", "of limit");
     for (const Row& r : rows_) {
-        char gb[32] = "-", gf[32] = "-", la[32] = "-", fr[96] = "";
+        char gb[32] = "-", gf[32] = "-", la[32] = "-", fr[96] = "", sp[32] = "-";
         if (r.gbps >= 0) std::snprintf(gb, sizeof gb, "%.1f", r.gbps);
         if (r.gflops >= 0) std::snprintf(gf, sizeof gf, "%.1f", r.gflops);
         if (r.launches >= 0) std::snprintf(la, sizeof la, "%lld", (long long)r.launches);
+        if (r.spread >= 0) std::snprintf(sp, sizeof sp, "%.0f%%", 100 * r.spread);
         if (r.fraction >= 0)
             std::snprintf(fr, sizeof fr, "%5.1f%% of %s", 100 * r.fraction, r.limit.c_str());
-        std::printf("%-10s %-7s %-22s %-22s %10.3f %10s %10s %8s  %s%s%s\n", r.family.c_str(),
-                    r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, gb, gf, la, fr,
-                    r.note.empty() ? "" : "  ", r.note.c_str());
+        std::string note = r.note;
+        if (unreliable(r))
+            note += std::string(note.empty() ? "" : "; ") + "UNRELIABLE: above its limit (" +
+                    (load.empty() ? "load not measured" : load) + ")";
+        std::fprintf(out, "%-10s %-7s %-22s %-22s %10.3f %7s %10s %10s %8s  %s%s%s\n", r.family.c_str(),
+                    r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, sp, gb, gf, la, fr,
+                    note.empty() ? "" : "  ", note.c_str());
     }
 }
 
@@ -148,11 +169,12 @@ void Report::print_json() const {
         const Row& r = rows_[i];
         std::printf(
             "  {\"family\": \"%s\", \"device\": \"%s\", \"kernel\": \"%s\", \"shape\": \"%s\", "
-            "\"ms\": %.6f, \"gbps\": %.3f, \"gflops\": %.3f, \"launches\": %lld, "
-            "\"fraction\": %.4f, \"limit\": \"%s\", \"note\": \"%s\"}%s\n",
-            r.family.c_str(), r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.gbps,
-            r.gflops, (long long)r.launches, r.fraction, r.limit.c_str(), r.note.c_str(),
-            i + 1 < rows_.size() ? "," : "");
+            "\"ms\": %.6f, \"spread\": %.4f, \"gbps\": %.3f, \"gflops\": %.3f, "
+            "\"launches\": %lld, \"fraction\": %.4f, \"limit\": \"%s\", \"note\": \"%s\", "
+            "\"unreliable\": %s, \"load\": \"%s\"}%s\n",
+            r.family.c_str(), r.device.c_str(), r.kernel.c_str(), r.shape.c_str(), r.ms, r.spread,
+            r.gbps, r.gflops, (long long)r.launches, r.fraction, r.limit.c_str(), r.note.c_str(),
+            unreliable(r) ? "true" : "false", load.c_str(), i + 1 < rows_.size() ? "," : "");
     }
     std::printf("]\n");
 }
@@ -185,6 +207,18 @@ int run(const Options& o) {
         }
     }
     Report report;
+    // A shared machine: fewer threads than cores where other processes keep
+    // some busy (as ember train does; OMP_NUM_THREADS chooses for itself),
+    // and the load in the report.
+    const CpuLoad load = measure_cpu_load();
+    report.load = load_str(load);
+    if (!std::getenv("OMP_NUM_THREADS")) {
+        const int threads = threads_for_load(load);
+        if (threads < omp_get_max_threads()) {
+            omp_set_num_threads(threads);
+            report.load += ", so " + std::to_string(threads) + " OpenMP thread(s)";
+        }
+    }
     for (const Family& fam : families()) {
         if (!o.filters.empty() &&
             std::find(o.filters.begin(), o.filters.end(), fam.name) == o.filters.end())

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,6 +30,14 @@ struct Options {
     std::string device = "cpu";  // allreduce family: cpu (MPI) or cuda (NCCL)
 };
 
+/// A measured time: the median of the timed runs, and their spread
+/// ((slowest − fastest) / median), which a row reports beside it.
+struct Timing {
+    double ms = 0;
+    double spread = 0;
+    operator double() const { return ms; }  // where only the median is wanted
+};
+
 /// One line of the report.
 struct Row {
     std::string family;
@@ -42,13 +51,24 @@ struct Row {
     std::string note;            // anything else worth a column, e.g. "peak host 12.3 MB"
     std::string device = "cpu";  // where it ran
     int64_t launches = -1;       // kernel launches per call, measured (core/launch_count.h), or -1
+    double spread = -1;          // (slowest − fastest) / median of the timed runs, or -1
+    bool peer = false;           // `limit` is a peer's speed (Eigen, a baseline), which a row may beat
 };
 
 class Report {
   public:
+    /// The load other processes put on the CPUs when the run began
+    /// (core/cpu_load.h), printed above the rows; rows beyond 100 % of their
+    /// limit are marked unreliable with it.
+    std::string load;
     void add(Row r) { rows_.push_back(std::move(r)); }
+    /// A row whose time is `t`: its spread goes with it.
+    void add(Row r, const Timing& t) {
+        r.spread = t.spread;
+        add(std::move(r));
+    }
     const std::vector<Row>& rows() const { return rows_; }
-    void print_table() const;
+    void print_table(std::FILE* out = stdout) const;
     void print_json() const;
 
   private:
@@ -66,11 +86,11 @@ struct Family {
 const std::vector<Family>& families();
 
 /// Median wall time of f() in milliseconds over `repeats` runs after `warmup` runs.
-double median_ms(const std::function<void()>& f, int warmup, int repeats);
+Timing median_ms(const std::function<void()>& f, int warmup, int repeats);
 
 /// Median times in ms of each function, timed in turn within every repeat so
 /// that a change in machine load (a shared box) hits all of them alike.
-std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
+std::vector<Timing> interleaved_median_ms(const std::vector<std::function<void()>>& fs,
                                           const Options& o);
 
 /// The GPU the benchmarks also time, when one is present: cuda:0.
@@ -80,7 +100,7 @@ std::optional<Device> bench_gpu();
 /// stream, measured with CUDA events around each run. Before each run the L2
 /// is flushed (a fill of twice its size, outside the timed span), so inputs
 /// come from device memory as in a training step.
-double gpu_median_ms(Device device, const std::function<void()>& f, const Options& o);
+Timing gpu_median_ms(Device device, const std::function<void()>& f, const Options& o);
 
 /// Device-memory copy bandwidth of `device` in GB/s (bytes read + written),
 /// measured now: the limit of the memory-bound GPU rows.

@@ -126,12 +126,14 @@ struct Limits {
 bool depthwise(const ConvShape& s) { return s.groups > 1 && s.groups == s.c; }
 
 // A row of `flop` FLOPs moving `floats` f32 values in `ms`.
-Row conv_row(const std::string& kernel, const std::string& shape, double ms, double flop,
+Row conv_row(const std::string& kernel, const std::string& shape, const Timing& ms, double flop,
              double floats, const ConvShape& s, const Limits& lim) {
     const double gflops = flop / (ms * 1e6), gbps = floats * 4 / (ms * 1e6);
-    if (depthwise(s))
-        return {"conv", kernel, shape, ms, gbps, gflops, gbps / lim.copy, lim.copy_label};
-    return {"conv", kernel, shape, ms, -1, gflops, gflops / lim.matmul, lim.matmul_label};
+    Row r = depthwise(s)
+                ? Row{"conv", kernel, shape, ms, gbps, gflops, gbps / lim.copy, lim.copy_label}
+                : Row{"conv", kernel, shape, ms, -1, gflops, gflops / lim.matmul, lim.matmul_label};
+    r.spread = ms.spread;
+    return r;
 }
 
 // Rows for conv2d_backward's grad_input and grad_weight, each asked for alone;
@@ -160,7 +162,7 @@ void run_backward(const ConvShape& s, const Limits& lim, const Options& o, Repor
         timed.push_back([&] { (void)grads(true, false, true); });
         timed.push_back([&] { (void)grads(false, true, true); });
     }
-    const std::vector<double> t = interleaved_median_ms(timed, o);
+    const std::vector<Timing> t = interleaved_median_ms(timed, o);
     const char* what[] = {"conv2d_backward input ", "conv2d_backward weight ",
                           "  channels_last input ", "  channels_last weight "};
     for (size_t i = 0; i < t.size(); ++i)
@@ -211,8 +213,8 @@ void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report
     if (channels_last) validate(run_last().contiguous(), x, w, bias, s);
     std::vector<std::function<void()>> timed = {[&] { (void)run(); }, kernel};
     if (channels_last) timed.push_back([&] { (void)run_last(); });
-    const std::vector<double> t = interleaved_median_ms(timed, o);
-    const double ms = t[0], kms = t[1];
+    const std::vector<Timing> t = interleaved_median_ms(timed, o);
+    const Timing ms = t[0], kms = t[1];
     const double floats = double(s.n * s.c * s.h * s.w + s.n * s.o * oh * ow);
     rep.add(conv_row(std::string("conv2d ") + s.name, shape_str({s.n, s.c, s.h, s.w}), ms, flop,
                      floats, s, lim));
@@ -229,11 +231,11 @@ void run_conv(const Options& o, Report& rep) {
     // The limit: ember's f32 GEMM at 1024³ (512³ when quick), now.
     const int64_t side = o.quick ? 512 : 1024;
     const Tensor a = rand({side, side}), b = rand({side, side});
-    const double mm_ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
+    const Timing mm_ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
     const double mm = 2.0 * double(side) * double(side) * double(side) / (mm_ms * 1e6);
     Limits lim{.matmul = mm, .matmul_label = limit_label("matmul", mm, "GFLOP/s")};
     rep.add({"conv", "matmul f32 (limit)", shape_str({side, side, side}), mm_ms, -1, mm, 1.0,
-             lim.matmul_label});
+             lim.matmul_label}, mm_ms);
     lim.copy = measure_copy_gbps(o);
     lim.copy_label = limit_label("copy", lim.copy, "GB/s");
 

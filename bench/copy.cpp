@@ -41,22 +41,22 @@ void run_copy_gpu(Device d, const Options& o, Report& rep) {
         const Tensor src = host.to(d), dst = empty({n}, {c[1], d});
         kernels::copy(dst, src);
         validate_equal(dst, kernels::cast(host, c[1]), std::string("cast to ") + dtype_name(c[1]));
-        const double ms = gpu_median_ms(d, [&] { kernels::copy(dst, src); }, o);
+        const Timing ms = gpu_median_ms(d, [&] { kernels::copy(dst, src); }, o);
         const double gbps = double(n) * double(dtype_size(c[0]) + dtype_size(c[1])) / (ms * 1e6);
         Row r{"copy", std::string("cast ") + dtype_name(c[0]) + "->" + dtype_name(c[1]),
               shape_str({n}), ms, gbps, -1, gbps / limit, lim};
         r.device = d.str();
-        rep.add(r);
+        rep.add(r, ms);
     }
     const int64_t side = o.quick ? 1024 : 8192;
     const Tensor host = rand({side, side}), m = host.to(d), mt = m.t();
     validate_equal(kernels::contiguous(mt), kernels::contiguous(host.t()), "contiguous(transpose)");
-    const double ms = gpu_median_ms(d, [&] { (void)kernels::contiguous(mt); }, o);
+    const Timing ms = gpu_median_ms(d, [&] { (void)kernels::contiguous(mt); }, o);
     const double gbps = 2.0 * double(side * side) * 4 / (ms * 1e6);
     Row r{"copy", "contiguous(transpose)", shape_str({side, side}), ms, gbps, -1, gbps / limit, lim};
     r.device = d.str();
     r.note = "allocates its output";
-    rep.add(r);
+    rep.add(r, ms);
 }
 
 }  // namespace
@@ -72,18 +72,18 @@ void run_copy(const Options& o, Report& rep) {
         Tensor src = rand({n}).to(c[0]);
         Tensor dst = empty({n}, {c[1]});
         // Correctness of every cast pair is pinned by tests/kernels/test_copy.cpp.
-        const double ms = median_ms([&] { kernels::copy(dst, src); }, o.warmup, o.repeats);
+        const Timing ms = median_ms([&] { kernels::copy(dst, src); }, o.warmup, o.repeats);
         const double gbps = double(n) * double(dtype_size(c[0]) + dtype_size(c[1])) / (ms * 1e6);
         rep.add({"copy", std::string("cast ") + dtype_name(c[0]) + "->" + dtype_name(c[1]),
-                 shape_str({n}), ms, gbps, -1, gbps / limit, lim});
+                 shape_str({n}), ms, gbps, -1, gbps / limit, lim}, ms);
     }
     const int64_t side = o.quick ? 1024 : 4096;
     Tensor m = rand({side, side});
     Tensor mt = m.t();
-    const double ms = median_ms([&] { (void)mt.contiguous(); }, o.warmup, o.repeats);
+    const Timing ms = median_ms([&] { (void)mt.contiguous(); }, o.warmup, o.repeats);
     const double gbps = 2.0 * double(side * side) * 4 / (ms * 1e6);
     rep.add({"copy", "contiguous(transpose)", shape_str({side, side}), ms, gbps, -1, gbps / limit,
-             lim});
+             lim}, ms);
     if (const auto gpu = bench_gpu()) run_copy_gpu(*gpu, o, rep);
 }
 

@@ -72,7 +72,7 @@ struct Tf32Scope {
     ~Tf32Scope() { set_allow_tf32(saved); }
 };
 
-double gemm_ms(Device gpu, const Options& o, int64_t side, const GemmCase& g, bool check) {
+Timing gemm_ms(Device gpu, const Options& o, int64_t side, const GemmCase& g, bool check) {
     const Tf32Scope tf32(g.tf32);
     const Tensor a = randn({side, side}).to(g.dtype).to(gpu);
     const Tensor b = randn({side, side}).to(g.dtype).to(gpu);
@@ -134,7 +134,7 @@ void linear_rows(Device gpu, const Options& o, Report& rep, double peak, const s
              }}};
         const double flop = 2.0 * double(c.m) * double(c.n) * double(c.k);
         for (const auto& p : passes) {
-            const double ms = gpu_median_ms(gpu, p.call, o);
+            const Timing ms = gpu_median_ms(gpu, p.call, o);
             const double gflops = flop / (ms * 1e6);
             Row row{"matmul",
                     p.what + " " + dt,
@@ -145,7 +145,7 @@ void linear_rows(Device gpu, const Options& o, Report& rep, double peak, const s
                     gflops / peak,
                     lim};
             row.device = "cuda";
-            rep.add(row);
+            rep.add(row, ms);
         }
     }
 }
@@ -160,7 +160,7 @@ struct ConvLayer {
 void run_matmul_gpu(Device gpu, const Options& o, Report& rep) {
     const int64_t peak_side = o.quick ? 1024 : 8192;
     const GemmCase bf16{"matmul bf16", DType::bf16, false};
-    const double peak_ms = gemm_ms(gpu, o, peak_side, bf16, true);
+    const Timing peak_ms = gemm_ms(gpu, o, peak_side, bf16, true);
     const double peak_flop = 2.0 * std::pow(double(peak_side), 3);
     const double peak = peak_flop / (peak_ms * 1e6);
     const std::string lim =
@@ -174,19 +174,19 @@ void run_matmul_gpu(Device gpu, const Options& o, Report& rep) {
           1.0,
           lim};
     r.device = "cuda";
-    rep.add(r);
+    rep.add(r, peak_ms);
     const GemmCase cases[] = {{"matmul f32", DType::f32, false},
                               {"matmul f32, TF32", DType::f32, true},
                               {"matmul bf16", DType::bf16, false}};
     for (int64_t side : {o.quick ? int64_t(512) : int64_t(4096), peak_side})
         for (const GemmCase& g : cases) {
             if (side == peak_side && g.dtype == DType::bf16) continue;  // the limit row
-            const double ms = gemm_ms(gpu, o, side, g, true);
+            const Timing ms = gemm_ms(gpu, o, side, g, true);
             const double gflops = 2.0 * std::pow(double(side), 3) / (ms * 1e6);
             Row row{"matmul",      g.name, shape_str({side, side, side}), ms, -1, gflops,
                     gflops / peak, lim};
             row.device = "cuda";
-            rep.add(row);
+            rep.add(row, ms);
         }
     linear_rows(gpu, o, rep, peak, lim);
 }
@@ -248,7 +248,7 @@ void run_conv_gpu(Device gpu, const Options& o, Report& rep) {
                               {"conv2d_backward weight ", [&] { (void)grads(false, true); }}};
                 for (const auto& p : passes) {
                     p.call();  // cuDNN's tuning (benchmark mode) happens once, untimed
-                    const double ms = gpu_median_ms(gpu, p.call, o);
+                    const Timing ms = gpu_median_ms(gpu, p.call, o);
                     const double gflops = flop / (ms * 1e6);
                     Row row{"conv",
                             std::string(p.what) + l.name + " " + dtype_name(dt) + layout,
@@ -259,7 +259,7 @@ void run_conv_gpu(Device gpu, const Options& o, Report& rep) {
                             gflops / gemm,
                             lim};
                     row.device = "cuda";
-                    rep.add(row);
+                    rep.add(row, ms);
                 }
             }
     }

@@ -81,7 +81,7 @@ void run_loader(const Options& o, Report& rep) {
             ds, LoaderOptions{.batch_size = kBatch, .seed = kSeed, .workers = counts[i]}, tf));
         runs.push_back([&, i] { drain(*loaders[size_t(i)], epochs[size_t(i)]++, {}); });
     }
-    const std::vector<double> ms = interleaved_median_ms(runs, o);
+    const std::vector<Timing> ms = interleaved_median_ms(runs, o);
     const int64_t batches = loaders[0]->size(), n = ds->size();
     const double batch_bytes = double(n) * (28 * 28 * 4 + 8);  // f32 inputs + i64 targets
     const double rate0 = double(n) / (ms[0] / 1e3);
@@ -89,9 +89,11 @@ void run_loader(const Options& o, Report& rep) {
     const std::string base = "0 workers " + rate_label(rate0);
     for (int i = 0; i < 4; ++i) {
         const double rate = double(n) / (ms[size_t(i)] / 1e3);
-        rep.add({"loader", str("epoch, ", counts[i], counts[i] == 1 ? " worker" : " workers"),
-                 shape, ms[size_t(i)] / double(batches), batch_bytes / (ms[size_t(i)] * 1e6), -1,
-                 rate / rate0, base, rate_label(rate)});
+        Row r{"loader", str("epoch, ", counts[i], counts[i] == 1 ? " worker" : " workers"),
+              shape, ms[size_t(i)] / double(batches), batch_bytes / (ms[size_t(i)] * 1e6), -1,
+              rate / rate0, base, rate_label(rate)};
+        r.peer = true;  // a speed-up over no workers
+        rep.add(r, ms[size_t(i)]);
     }
 
     // The simulated trainer: compute 2T per batch, T the single-thread load

@@ -220,13 +220,13 @@ void add_rows(const std::vector<NnRow>& rs, Device d, const Options& o, Report& 
         validate(row, d);
         const Inputs in = on(d, row.inputs);
         const auto call = [&] { (void)row.call(in); };
-        const double ms = gpu ? gpu_median_ms(d, call, o) : median_ms(call, o.warmup, o.repeats);
+        const Timing ms = gpu ? gpu_median_ms(d, call, o) : median_ms(call, o.warmup, o.repeats);
         const double gbps = row.bytes / (ms * 1e6);
         const std::string shape =
             row.shape.empty() ? shape_str(row.inputs.front().shape()) : row.shape;
         Row out{"nn", row.kernel, shape, ms, gbps, -1, gbps / limit, lim};
         out.device = d.str();
-        rep.add(out);
+        rep.add(out, ms);
     }
 }
 

@@ -84,7 +84,7 @@ void add_rows(const char* name, std::initializer_list<OpFamily> families, Device
                 const test::Sample s{"", on(d, test::make_inputs(*e, c, sig, 2024)), c.args};
                 const Tensor out = e->raw(s.inputs, s.args);
                 const auto call = [&] { (void)e->raw(s.inputs, s.args); };
-                const double ms =
+                const Timing ms =
                     gpu ? gpu_median_ms(d, call, o) : median_ms(call, o.warmup, o.repeats);
                 const double gbps = test::bytes_moved(s, out) / (ms * 1e6);
                 const double gflops = e->flops ? e->flops(s, out) / (ms * 1e6) : -1;
@@ -94,7 +94,7 @@ void add_rows(const char* name, std::initializer_list<OpFamily> families, Device
                 // Each call allocates its output: on a GPU from the caching
                 // allocator (core/caching_allocator.h), no cudaMalloc once warm.
                 if (gpu) r.note = "front, allocates";
-                rep.add(r);
+                rep.add(r, ms);
             }
         }
 }

@@ -163,9 +163,9 @@ void run_optim(const Options& o, Report& rep) {
         variants.push_back({"lamb fused", 44, std::make_unique<optim::LAMB>(m.params, optim::LAMBOptions{})});
         for (Variant& v : variants) {
             v.opt->step();  // state allocated outside the timing
-            const double ms = median_ms([&] { v.opt->step(); }, o.warmup, o.repeats);
+            const Timing ms = median_ms([&] { v.opt->step(); }, o.warmup, o.repeats);
             const double gbps = v.bytes_per_param * double(m.numel) / (ms * 1e6);
-            rep.add({"optim", v.kernel, m.label, ms, gbps, -1, gbps / limit, lim});
+            rep.add({"optim", v.kernel, m.label, ms, gbps, -1, gbps / limit, lim}, ms);
         }
         if (gpu) {
             const Model g = model_on(m, *gpu);
@@ -177,21 +177,21 @@ void run_optim(const Options& o, Report& rep) {
             for (Variant& v : gv) {
                 v.opt->step();  // state allocated outside the timing and the count
                 const int64_t launches = launches_of([&] { v.opt->step(); });
-                const double ms = gpu_median_ms(*gpu, [&] { v.opt->step(); }, o);
+                const Timing ms = gpu_median_ms(*gpu, [&] { v.opt->step(); }, o);
                 const double gbps = v.bytes_per_param * double(m.numel) / (ms * 1e6);
                 Row r{"optim", v.kernel, m.label, ms, gbps, -1, gbps / gpu_limit, gpu_lim};
                 r.device = gpu->str();
                 r.launches = launches;
-                rep.add(r);
+                rep.add(r, ms);
             }
         }
         UnfusedAdamW loop;
         loop.step(m.params, 1e-3, 0.01);
-        const double ms = median_ms([&] { loop.step(m.params, 1e-3, 0.01); }, o.warmup, o.repeats);
+        const Timing ms = median_ms([&] { loop.step(m.params, 1e-3, 0.01); }, o.warmup, o.repeats);
         const double gbps = 28 * double(m.numel) / (ms * 1e6);
         Row r{"optim", "adamw per-tensor ops", m.label, ms, gbps, -1, gbps / limit, lim};
         r.note = "unfused: the same update as a loop of ops";
-        rep.add(r);
+        rep.add(r, ms);
     }
 }
 

@@ -38,7 +38,7 @@ const std::vector<std::string>& amp_names() {
 }
 
 const std::vector<std::string>& memory_format_names() {
-    static const std::vector<std::string> names = {"contiguous", "channels_last"};
+    static const std::vector<std::string> names = {"auto", "contiguous", "channels_last"};
     return names;
 }
 
@@ -147,6 +147,11 @@ double effective_lr(const TrainConfig& c) {
 }
 
 MemoryFormat effective_memory_format(const TrainConfig& c) {
+    if (c.memory_format == "auto") {
+        const std::vector<std::string> names = recipe_names();
+        return one_of(c.model, names) && resolve_device(c).is_cpu() ? recipe(c.model).cpu_format
+                                                                    : MemoryFormat::contiguous;
+    }
     return c.memory_format == "channels_last" ? MemoryFormat::channels_last
                                               : MemoryFormat::contiguous;
 }

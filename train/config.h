@@ -33,7 +33,7 @@ struct TrainConfig {
     int64_t accumulate = 1;                 ///< micro-batches per optimizer step
     double clip_grad = 0;                   ///< max global gradient norm; 0: off
     bool checkpoint_activations = false;
-    std::string memory_format = "contiguous";  ///< contiguous | channels_last
+    std::string memory_format = "auto";     ///< auto | contiguous | channels_last
     // ---- Text models (gpt) ----
     int64_t layers = 4;                     ///< transformer blocks
     int64_t heads = 4;                      ///< attention heads per block
@@ -93,7 +93,9 @@ const Recipe& recipe_of(const TrainConfig& c);
 /// lars 1.0 / 5e-4).
 double effective_lr(const TrainConfig& c);
 double effective_weight_decay(const TrainConfig& c);
-/// The layout of the image batches, and so of every activation: memory_format.
+/// The layout of the image batches, and so of every activation: memory_format;
+/// auto is the recipe's faster layout on the device (Recipe::cpu_format on
+/// the CPU; contiguous on a GPU, where it has not been measured).
 MemoryFormat effective_memory_format(const TrainConfig& c);
 
 /// `--resume auto` (with --out DIR): DIR when it holds a checkpoint, else

@@ -166,13 +166,16 @@ void print_start(const Run& r, const std::string& dir, const Position& pos) {
                     pos.extended.next_lr);
     char clip[64] = "";
     if (c.clip_grad > 0) std::snprintf(clip, sizeof clip, ", gradients clipped at %g", c.clip_grad);
-    std::printf("  precision   %s%s%s, %s activations\n", c.amp == "off" ? "f32" : c.amp.c_str(), clip,
-                c.checkpoint_activations ? ", activations recomputed" : "",
-                memory_format_name(t.memory_format));
+    std::printf("  precision   %s%s%s, %s activations%s\n", c.amp == "off" ? "f32" : c.amp.c_str(),
+                clip, c.checkpoint_activations ? ", activations recomputed" : "",
+                memory_format_name(t.memory_format),
+                c.memory_format == "auto" ? " (--memory-format auto)" : "");
     if (r.device.is_cpu()) {
         const std::string cpu = cpu_model_name();
-        std::printf("  device      cpu%s%s, %d OpenMP threads, %u hardware threads, %d loader workers\n",
+        std::printf("  device      cpu%s%s, %d OpenMP threads%s, %u hardware threads, %d loader "
+                    "workers\n",
                     cpu.empty() ? "" : " ", cpu.c_str(), omp_get_max_threads(),
+                    r.threads_note.empty() ? "" : (" (" + r.threads_note + ")").c_str(),
                     std::thread::hardware_concurrency(), c.workers);
     } else {
         const CudaDeviceProperties p = cuda_device_properties(r.device.index);

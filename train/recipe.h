@@ -26,6 +26,9 @@ struct Recipe {
     TrainConfig defaults;
     /// AdamW's peak LR when --lr is not given (docs/train.md, "Default learning rates").
     double adamw_lr = 3e-3;
+    /// The layout --memory-format auto picks on the CPU: the faster one for
+    /// this model, as measured (docs/train.md, "Memory format").
+    MemoryFormat cpu_format = MemoryFormat::contiguous;
     /// The names `data` accepts; the first is the default.
     std::vector<std::string> datasets;
     /// Whether `data` may also be a path (a file or a directory) instead.

@@ -24,6 +24,9 @@ struct Run {
     /// ddp: the job's communicator (first, so it is destroyed last).
     std::shared_ptr<dist::Communicator> comm;
     TrainConfig config;
+    /// Why the OpenMP thread count is not the default, for the start table
+    /// ("": it is; `ember train` fills it in when other processes keep cores busy).
+    std::string threads_note;
     Device device;
     Task task;
     std::unique_ptr<data::Loader> loader;

@@ -99,6 +99,37 @@ PY
     grep -q "^epoch 3/3" "$work/extend.txt" || fail "--extend did not train the third epoch"
     echo "ok: another --epochs needs --extend, which says how the schedule changes"
     ;;
+busy)
+    # Other processes spinning on half the cores: ember train and ember bench
+    # leave those cores to them, and say so; --threads and OMP_NUM_THREADS win.
+    n=$(nproc)
+    [ "$n" -ge 2 ] || { echo "ok: one core, nothing to leave"; exit 0; }
+    spinners=()
+    for _ in $(seq 1 $((n / 2))); do
+        ( while :; do :; done ) &
+        spinners+=($!)
+    done
+    trap 'kill "${spinners[@]}" 2> /dev/null' EXIT
+    sleep 0.3
+    run=(train --model mlp --limit 640 --epochs 1 --batch-size 64)
+    "$ember" "${run[@]}" --out "$work/busy" > "$work/busy.txt" || fail "busy run"
+    line=$(grep "^  device      cpu" "$work/busy.txt")
+    threads=$(grep -o "[0-9]* OpenMP threads" <<< "$line" | grep -o "^[0-9]*")
+    grep -q "OpenMP threads ([0-9.]* of $n cores busy with other processes at the start; --threads N chooses)" \
+        <<< "$line" || fail "the start table does not say why: $line"
+    [ "$threads" -lt "$n" ] || fail "$threads threads on $n cores, $((n / 2)) of them busy: $line"
+    "$ember" "${run[@]}" --threads "$n" --out "$work/given" > "$work/given.txt" || fail "--threads run"
+    grep -q "^  device      cpu.*, $n OpenMP threads, " "$work/given.txt" ||
+        fail "--threads $n: $(grep device "$work/given.txt")"
+    OMP_NUM_THREADS=$n "$ember" "${run[@]}" --out "$work/env" > "$work/env.txt" || fail "env run"
+    grep -q "^  device      cpu.*, $n OpenMP threads, " "$work/env.txt" ||
+        fail "OMP_NUM_THREADS=$n: $(grep device "$work/env.txt")"
+    "$ember" bench copy --quick --repeats 3 --warmup 0 > "$work/bench.txt" || fail "bench"
+    grep -q "^# CPU load at the start: [0-9.]* of $n cores busy with other processes, so [0-9]* OpenMP thread(s)" \
+        "$work/bench.txt" || fail "bench load line: $(head -2 "$work/bench.txt")"
+    grep -q " spread " "$work/bench.txt" || fail "no spread column: $(head -2 "$work/bench.txt")"
+    echo "ok: under load, $threads of $n threads, said in the start table; --threads and OMP_NUM_THREADS win"
+    ;;
 schedule)
     # Each step record shows the LR its last step trained with: a cosine run
     # starts at --lr, never rises, and its last step trains at the floor
@@ -178,7 +209,7 @@ errors)
     mv "$work/trunc" "$work/run/checkpoint/state.safetensors"
     expect_error "is the file truncated" "$ember" train --resume "$work/run"
     expect_error "memory-format" "$ember" train --memory-format nhwc --out "$work/x"
-    # resnet8 trains contiguous (NCHW) by default, channels-last on request.
+    # resnet8 trains channels-last on the CPU by default (auto), either on request.
     for f in contiguous channels_last; do
         "$ember" train --model resnet8 --limit 256 --epochs 1 --memory-format $f \
             --out "$work/format_$f" > "$work/format_$f.txt" || fail "resnet8 --memory-format $f"
@@ -187,8 +218,12 @@ errors)
     done
     "$ember" train --model resnet8 --limit 256 --epochs 1 --out "$work/format_default" \
         > "$work/format_default.txt" || fail "resnet8's default run"
-    grep -q "contiguous activations" "$work/format_default.txt" ||
-        fail "resnet8's default layout is not contiguous"
+    grep -q "channels_last activations (--memory-format auto)" "$work/format_default.txt" ||
+        fail "resnet8's default layout: $(grep precision "$work/format_default.txt")"
+    "$ember" train --model mlp --limit 256 --epochs 1 --out "$work/format_mlp" > "$work/format_mlp.txt" ||
+        fail "mlp's default run"
+    grep -q "contiguous activations (--memory-format auto)" "$work/format_mlp.txt" ||
+        fail "mlp's default layout: $(grep precision "$work/format_mlp.txt")"
     echo "ok: --memory-format"
     expect_error "cannot open" "$ember" eval --model mlp --weights "$work/missing.safetensors"
     expect_error "holds the weights of a mlp, not of a resnet8" "$ember" eval --model resnet8 --weights "$work/run/last.safetensors"

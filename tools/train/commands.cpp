@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/cpu_load.h"
 #include "nn/safetensors.h"
 #include "tools/cli_checks.h"
 #include "tools/train/options.h"
@@ -63,6 +64,16 @@ int run_train(CLI::App& app, TrainConfig c) {
     }
     if (c.threads > 0) omp_set_num_threads(c.threads);
     Run run = build_run(c);  // the data and the model first: a bad start leaves no directory
+    // On a CPU shared with other processes, fewer threads than cores (core/cpu_load.h);
+    // --threads and OMP_NUM_THREADS choose for themselves.
+    if (run.device.is_cpu() && c.threads == 0 && !std::getenv("OMP_NUM_THREADS")) {
+        const CpuLoad load = measure_cpu_load();
+        const int threads = threads_for_load(load);
+        if (threads < omp_get_max_threads()) {
+            omp_set_num_threads(threads);
+            run.threads_note = load_str(load) + " at the start; --threads N chooses";
+        }
+    }
     if (c.save_every > run.total_steps && run.lead())
         std::fprintf(stderr,
                      "ember train: warning: --save-every %lld is beyond the run's %lld steps: "

@@ -93,8 +93,9 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_flag("--checkpoint-activations", c.checkpoint_activations,
                  "Recompute each block's activations in backward instead of keeping them");
     app.add_option("--memory-format", c.memory_format,
-                   "Layout of the image batches and activations: contiguous (NCHW) or "
-                   "channels_last (NHWC: resnet8's faster layout on the CPU)")
+                   "Layout of the image batches and activations: auto (the model's faster one "
+                   "on the device: channels_last for resnet8 on the CPU), contiguous (NCHW) or "
+                   "channels_last (NHWC)")
         ->check(CLI::IsMember(memory_format_names()))
         ->capture_default_str();
     app.add_option("--layers", c.layers, "gpt: transformer blocks")

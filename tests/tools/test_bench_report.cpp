@@ -1,0 +1,70 @@
+// `ember bench`'s report: each row's spread, the load line, and rows above a
+// limit (not a peer) marked unreliable with the load; the Timing a row's
+// spread comes from.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "bench/bench.h"
+
+using namespace ember::bench;
+
+namespace {
+std::string table(const Report& r) {
+    std::FILE* f = std::tmpfile();
+    REQUIRE(f != nullptr);
+    r.print_table(f);
+    std::rewind(f);
+    std::string out;
+    for (int c; (c = std::fgetc(f)) != EOF;) out += char(c);
+    std::fclose(f);
+    return out;
+}
+
+// The line of the row whose kernel is `kernel`.
+std::string line_of(const std::string& text, const std::string& kernel) {
+    const size_t at = text.find(" " + kernel + " ");
+    REQUIRE(at != std::string::npos);
+    const size_t start = text.rfind('\n', at) + 1;
+    return text.substr(start, text.find('\n', at) - start);
+}
+}  // namespace
+
+TEST_CASE("bench report: spread, load and unreliable rows", "[bench]") {
+    Report rep;
+    rep.load = "1.0 of 2 cores busy with other processes, so 1 OpenMP thread(s)";
+    rep.add({"copy", "fast", "[8]", 1.0, 10, -1, 0.8, "copy 12.5 GB/s"}, Timing{1.0, 0.25});
+    rep.add({"train", "step", "[8]", 2.0, -1, 5, 1.3, "GEMMs alone 2.6 ms"}, Timing{2.0, 0.5});
+    Row peer{"matmul", "ours", "[8]", 3.0, -1, 9, 1.25, "Eigen 7.2 GFLOP/s"};
+    peer.peer = true;
+    rep.add(peer);
+    const std::string t = table(rep);
+    CHECK(t.rfind("# CPU load at the start: 1.0 of 2 cores busy with other processes, so 1 OpenMP "
+                  "thread(s)\n", 0) == 0);
+    const std::string fast = line_of(t, "fast"), step = line_of(t, "step"), ours = line_of(t, "ours");
+    CHECK(fast.find(" 25% ") != std::string::npos);
+    CHECK(fast.find("UNRELIABLE") == std::string::npos);
+    CHECK(step.find(" 50% ") != std::string::npos);
+    CHECK(step.find("UNRELIABLE: above its limit (1.0 of 2 cores busy with other processes") !=
+          std::string::npos);
+    CHECK(ours.find("UNRELIABLE") == std::string::npos);  // a peer may be beaten
+    CHECK(ours.find("      - ") != std::string::npos);     // no spread measured
+}
+
+TEST_CASE("bench report: median_ms gives the median and the range over it", "[bench]") {
+    int call = 0;
+    // Three timed runs of 2, 6 and 2 ms (busy waits): median 2, range 4.
+    const Timing t = median_ms(
+        [&] {
+            const double ms = call++ == 1 ? 6.0 : 2.0;
+            const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+            while (std::chrono::steady_clock::now() < end) {
+            }
+        },
+        0, 3);
+    CHECK(t.ms == Approx(2.0).epsilon(0.5));
+    CHECK(t.spread == Approx(2.0).epsilon(0.5));  // (6 − 2) / 2
+    CHECK(double(t) == t.ms);
+}
