@@ -250,6 +250,8 @@ finders)
     grep -q "largest batch: 256 (the --max limit)" "$work/mb.txt" || fail "max-batch: $(cat "$work/mb.txt")"
     # AdamW at 3e-3 for batch 128: 256 by the square-root rule is 3e-3 x sqrt(2).
     grep -q "square-root scaled LR: 0.00424 " "$work/mb.txt" || fail "max-batch LR: $(cat "$work/mb.txt")"
+    "$ember" max-batch --lr 1e-3 --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch --lr"
+    grep -q "square-root scaled LR: 0.00141 " "$work/mb.txt" || fail "max-batch --lr: $(cat "$work/mb.txt")"
     "$ember" max-batch --optimizer sgd --memory-budget 64 --max 256 > "$work/mb.txt" || fail "max-batch sgd"
     grep -q "linearly scaled LR: 0.2 " "$work/mb.txt" || fail "max-batch sgd LR: $(cat "$work/mb.txt")"
     # Never past the training set: --limit 100 caps the batch at 100.

@@ -14,12 +14,14 @@ made for the purpose.
 """
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ember, work, docs = sys.argv[1], Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
-work.mkdir(parents=True, exist_ok=True)
+shutil.rmtree(work, ignore_errors=True)  # run directories must be new
+work.mkdir(parents=True)
 failures = []
 GPT_SMALL = ["--block", "32", "--layers", "1", "--embd", "32", "--heads", "2", "--batch-size", "8"]
 
@@ -63,7 +65,10 @@ def run_dir(model, runs):
     if model not in runs:
         out = work / f"{model}-made"
         args, _ = short(["ember", "train", "--model", model], runs, "made")
-        subprocess.run([ember] + args[1:], capture_output=True, check=True, timeout=600)
+        r = subprocess.run([ember] + args[1:], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            sys.exit(f"FAIL: a {model} run for the docs' examples: {shlex.join(args)}: "
+                     f"{(r.stderr or r.stdout).strip()[-400:]}")
         runs[model] = str(out)
     return runs[model]
 

@@ -131,6 +131,10 @@ CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c) {
     app->add_option("--max", c.max_batch, "The largest batch to try")
         ->check(cli::whole(1, int64_t(1) << 24))
         ->capture_default_str();
+    app->add_option("--lr", c.train.lr,
+                    "The LR that works at --batch-size, which the advice scales (default: the "
+                    "optimizer's)")
+        ->check(cli::positive());
     return app;
 }
 
