@@ -156,7 +156,6 @@ void ddp_rows(const std::shared_ptr<dist::Communicator>& comm, const std::string
               str(buckets, "; all-reduce of all ", fixed(double(params) * 4 / 1e6, 1),
                   " MB alone ", fixed(alone_ms, 3), " ms"),
               dev.str()};
-        r.peer = true;  // a ratio to the same backward without DDP
         report.add(r);
     }
 }

@@ -52,7 +52,7 @@ struct Row {
     std::string device = "cpu";  // where it ran
     int64_t launches = -1;       // kernel launches per call, measured (core/launch_count.h), or -1
     double spread = -1;          // (slowest − fastest) / median of the timed runs, or -1
-    bool peer = false;           // `limit` is a peer's speed (Eigen, a baseline), which a row may beat
+    bool bound = false;          // `limit` bounds this row's work (its GEMMs, the GEMM peak): past it, unreliable
 };
 
 class Report {

@@ -92,7 +92,6 @@ void run_loader(const Options& o, Report& rep) {
         Row r{"loader", str("epoch, ", counts[i], counts[i] == 1 ? " worker" : " workers"),
               shape, ms[size_t(i)] / double(batches), batch_bytes / (ms[size_t(i)] * 1e6), -1,
               rate / rate0, base, rate_label(rate)};
-        r.peer = true;  // a speed-up over no workers
         rep.add(r, ms[size_t(i)]);
     }
 

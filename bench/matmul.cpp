@@ -87,7 +87,6 @@ void gemm_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
     const std::string shape = mnk(m, n, k);
     auto row = [&](const char* kernel, const Timing& t, double limit_ms, const std::string& limit) {
         Row r{"matmul", kernel, shape, t, -1, flop / (t * 1e6), limit_ms / t, limit};
-        r.peer = true;  // Eigen's speed, which ember's GEMM beats
         rep.add(r, t);
     };
     row("Eigen direct (limit)", ms[0], ms[0], lim);
@@ -128,7 +127,6 @@ void batched_rows(const Options& o, Report& rep, int64_t nb, int64_t s) {
     const std::string lim = limit_label("Eigen loop", flop / (best * 1e6), "GFLOP/s");
     auto row = [&](const char* kernel, const Timing& t) {
         Row r{"matmul", kernel, shape, t, -1, flop / (t * 1e6), best / t, lim};
-        r.peer = true;  // the faster Eigen loop
         rep.add(r, t);
     };
     row("Eigen loop, sequential", seq_ms);

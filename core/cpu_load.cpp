@@ -1,8 +1,10 @@
 // CPU load of the other processes: /proc/stat's per-CPU busy and total
-// ticks, read twice, over the CPUs of this process's affinity mask.
+// ticks, read twice, over the CPUs of this process's affinity mask, less
+// this process's own CPU time over the window (getrusage).
 #include "core/cpu_load.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +43,14 @@ std::vector<Ticks> read_ticks() {
     return out;
 }
 
+// This process's CPU time so far (all its threads), in seconds.
+double own_cpu_seconds() {
+    rusage u{};
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    auto sec = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+    return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
 }  // namespace
 
 CpuLoad measure_cpu_load(double seconds) {
@@ -52,8 +62,14 @@ CpuLoad measure_cpu_load(double seconds) {
     if (load.cores < 1) load.cores = 1;
     const std::vector<Ticks> a = read_ticks();
     if (a.empty() || !(seconds > 0)) return load;
+    const double own_before = own_cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     const std::vector<Ticks> b = read_ticks();
+    // Threads of this process still spinning from an earlier parallel region
+    // (OpenMP waits actively for a while) are not other processes.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double own = elapsed > 0 ? (own_cpu_seconds() - own_before) / elapsed : 0;
     if (b.size() != a.size()) return load;
     double busy = 0;
     for (size_t cpu = 0; cpu < a.size(); ++cpu) {
@@ -61,7 +77,7 @@ CpuLoad measure_cpu_load(double seconds) {
         const long long total = b[cpu].total - a[cpu].total;
         if (total > 0) busy += double(b[cpu].busy - a[cpu].busy) / double(total);
     }
-    load.busy = std::min<double>(busy, load.cores);
+    load.busy = std::clamp(busy - own, 0.0, double(load.cores));
     load.window_s = seconds;
     return load;
 }

@@ -17,9 +17,10 @@ struct CpuLoad {
     double window_s = 0;      ///< how long it was measured (0: not measured)
 };
 
-/// Measures the load on this process's CPUs over `seconds` (sleeping the
-/// while: the process itself adds nothing). Where /proc/stat cannot be read
-/// the result says busy 0, window 0.
+/// Measures the load other processes put on this process's CPUs over
+/// `seconds` (sleeping the while; the CPU time this process's own threads
+/// spend meanwhile is subtracted). Where /proc/stat cannot be read the
+/// result says busy 0, window 0.
 CpuLoad measure_cpu_load(double seconds = 0.3);
 
 /// The OpenMP threads to use under `load`: one per core no other process

@@ -98,7 +98,8 @@ struct Printer {
                     if (column != indent + 1) {
                         os << ",";
                         ++column;
-                        if (column + 1 + item.size() > kLineWidth) {
+                        // The item, and the comma that may follow it, within the line.
+                        if (column + 1 + item.size() + 1 > kLineWidth) {
                             os << "\n" << std::string(indent + 1, ' ');
                             column = indent + 1;
                         } else {

@@ -160,6 +160,17 @@ double score(Metric metric, const Evaluation& e) {
     return metric == Metric::accuracy ? e.accuracy : e.loss;
 }
 
+namespace {
+
+// A check of the run's configuration against the checkpoint: failing, a
+// ResumeMismatch (no fallback to an older checkpoint).
+template <class... Args>
+void fits(bool ok, const Args&... what) {
+    if (!ok) throw ResumeMismatch(str(what...));
+}
+
+}  // namespace
+
 CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const CheckpointExpect& expect) {
     const std::string& model = expect.model;
     const int64_t batches_per_epoch = expect.batches_per_epoch;
@@ -173,11 +184,11 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
     }
     EMBER_CHECK(meta.is_object() && integer(meta, "version", 1) == kVersion,
                 "unsupported checkpoint version");
-    EMBER_CHECK(text(meta, "model") == model, "the checkpoint is of model ", text(meta, "model"),
+    fits(text(meta, "model") == model, "the checkpoint is of model ", text(meta, "model"),
                 ", the run's is ", model);
     // Absent in checkpoints of runs without --ddp written before it existed: 1.
     const int64_t saved_world = meta.contains("world_size") ? integer(meta, "world_size", 1) : 1;
-    EMBER_CHECK(saved_world == world_size, "the checkpoint was written by ", saved_world,
+    fits(saved_world == world_size, "the checkpoint was written by ", saved_world,
                 " rank(s) and this run has ", world_size,
                 ": resume with the same world size (each rank's shard of the data depends on it)");
     CheckpointMeta m;
@@ -203,7 +214,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
         EMBER_CHECK(st.is_object(), "'stream' must be an object");
         auto same = [&](const char* key, const char* flag, const json& now) {
             EMBER_CHECK(st.contains(key), "'stream' lacks '", key, "'");
-            EMBER_CHECK(st[key] == now, flag, " ", now.dump(), " differs from the run's ",
+            fits(st[key] == now, flag, " ", now.dump(), " differs from the run's ",
                         st[key].dump(), ": resuming would change which samples the remaining "
                         "steps see (some trained twice, some skipped); resume with ", flag, " ",
                         st[key].dump(), " or start a new run");
@@ -232,14 +243,14 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
                     m.position.epoch, ", batch ", m.position.batch, " (expected step ", want, ")");
     }
     if (expect.epochs > 0)
-        EMBER_CHECK(m.position.epoch < expect.epochs ||
+        fits(m.position.epoch < expect.epochs ||
                         (m.position.epoch == expect.epochs && m.position.batch == 0),
                     "--epochs ", expect.epochs, " is below the ", m.position.epoch,
                     " epoch(s) the run has trained",
                     m.position.batch > 0 ? " and begun" : "", "; give --epochs ",
                     m.position.epoch + 1, " or more (the total, not more epochs)");
     if (was_epochs > 0 && expect.epochs > 0 && was_epochs != expect.epochs) {
-        EMBER_CHECK(expect.extend, "--epochs ", expect.epochs, " differs from the run's ",
+        fits(expect.extend, "--epochs ", expect.epochs, " differs from the run's ",
                     was_epochs, ": the LR schedule spans the run, so the remaining steps would "
                     "train at other LRs; give --extend to re-span it over ", expect.epochs,
                     " epochs, or resume with --epochs ", was_epochs);
@@ -251,7 +262,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text_json, const Checkpo
                 "the generator state is missing");
     m.rng_seed = meta["rng_seed"].get<uint64_t>();
     m.rng_offset = meta["rng_offset"].get<uint64_t>();
-    EMBER_CHECK(scaler == meta.contains("scaler"), "the checkpoint was written ",
+    fits(scaler == meta.contains("scaler"), "the checkpoint was written ",
                 meta.contains("scaler") ? "with" : "without", " loss scaling; the run has ",
                 scaler ? "it" : "none");
     m.optimizer = text(meta, "optimizer");
@@ -324,6 +335,9 @@ Position load_checkpoint(const std::string& run_dir, Run& run) {
                 std::fprintf(stderr, "ember train: warning: %s; resuming from %s (step %lld)\n",
                              failures.c_str(), c.c_str(), (long long)pos.step);
             return pos;
+        } catch (const ResumeMismatch& e) {
+            // Intact but not this run's: an older one must not stand in.
+            EMBER_FAIL("resume from ", run_dir, ": ", c, ": ", e.what());
         } catch (const Error& e) {
             // A half-restored run is restored whole by the next candidate.
             failures += (failures.empty() ? "" : "; ") + std::string("checkpoint ") + c +

@@ -56,6 +56,14 @@ struct CheckpointMeta {
     std::string optimizer, schedule, scaler;  ///< each part's own state JSON ("" : no scaler)
 };
 
+/// An intact checkpoint that does not fit the run's configuration (another
+/// model, world size, data stream or --epochs): no older kept checkpoint may
+/// stand in for it (that would silently roll the run back), so a resume
+/// refuses at once.
+struct ResumeMismatch : Error {
+    using Error::Error;
+};
+
 /// What a run expects of its checkpoint.
 struct CheckpointExpect {
     std::string model;  ///< the task's name

@@ -232,11 +232,17 @@ Outcome fit(Run& run, const FitOptions& options) {
     agree(failure, "run directory check");
     Position pos;
     if (!c.resume.empty()) pos = load_checkpoint(dir, run);
+    EMBER_CHECK(pos.extended.epochs == 0 || pos.epoch < c.epochs, "--extend to --epochs ",
+                c.epochs, " leaves nothing to train: the run has trained ", pos.epoch,
+                " epoch(s); give more");
     // The configuration is written once the run is known good: a refused
-    // --resume leaves the run's config.toml as it was.
+    // --resume leaves the run's config.toml as it was. A new length
+    // (--extend) is written with the first checkpoint of it, so that the
+    // two never disagree.
+    const bool defer_config = pos.extended.epochs > 0;
     if (run.lead()) {
         try {
-            if (!options.config_toml.empty())
+            if (!options.config_toml.empty() && !defer_config)
                 write_file_atomic((fs::path(dir) / "config.toml").string(), options.config_toml);
             for (const auto& [name, content] : run.task.files)
                 write_file_atomic((fs::path(dir) / name).string(), content);
@@ -254,7 +260,7 @@ Outcome fit(Run& run, const FitOptions& options) {
         return out;
     }
     if (run.lead() && options.print) print_start(run, dir, pos);
-    Outcome out = train(run, dir, pos);
+    Outcome out = train(run, dir, pos, defer_config && run.lead() ? options.config_toml : "");
     out.run_dir = dir;
     return out;
 }

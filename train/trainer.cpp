@@ -19,6 +19,7 @@
 
 #include "ember/ember.h"
 #include "kernels/optim.h"
+#include "train/files.h"
 #include "train/metrics.h"
 #include "train/plot.h"
 
@@ -109,7 +110,7 @@ static bool stop_agreed(const Run& run, bool here) {
     return flag.data<int32_t>()[0] != 0;
 }
 
-Outcome train(Run& run, const std::string& run_dir, Position pos) {
+Outcome train(Run& run, const std::string& run_dir, Position pos, const std::string& config_toml) {
     const TrainConfig& c = run.config;
     SignalScope signals(stop_signal_numbers(c.stop_signals));
     std::optional<autograd::DetectAnomalyGuard> anomaly;
@@ -139,6 +140,13 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
     const double time_before = metrics ? metrics->time_s() : 0;
     auto run_time = [&] {
         return time_before + std::chrono::duration<double>(Clock::now() - run_start).count();
+    };
+    std::string pending_config = config_toml;  // written with the first checkpoint
+    auto checkpoint = [&] {
+        save_checkpoint(run_dir, run, pos);
+        if (pending_config.empty()) return;
+        write_file_atomic((fs::path(run_dir) / "config.toml").string(), pending_config);
+        pending_config.clear();
     };
     DivergenceGuard guard(c, run.device, run.scaler != nullptr);
     // The run diverged (out.diverged): the last line, a metrics record, and
@@ -277,12 +285,12 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             }
             if (c.save_every > 0 && pos.step % c.save_every == 0 && run.lead() && !stop) {
                 step_syncs += take_host_syncs();
-                save_checkpoint(run_dir, run, pos);
+                checkpoint();
                 take_host_syncs();  // the checkpoint's reads of the weights are not the steps'
             }
             if (stop) {
                 if (progress) progress->end_line();
-                if (run.lead()) save_checkpoint(run_dir, run, pos);
+                if (run.lead()) checkpoint();
                 out.interrupted = true;
                 out.signal = signals.number();
                 out.position = pos;
@@ -317,7 +325,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos) {
             progress->end_epoch(e);
             metrics->epoch(e);
             save_weights(run, (fs::path(run_dir) / "last.safetensors").string());
-            save_checkpoint(run_dir, run, pos);
+            checkpoint();
             // The chart is a convenience (`ember plot` redraws it): a failure
             // to draw it is a warning, never the end of the run.
             try {

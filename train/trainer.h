@@ -31,8 +31,11 @@ struct Outcome {
 /// Trains `run` from `start` (a fresh run: all zeros) to the end of its last
 /// epoch in `run_dir`: metrics.jsonl, last.safetensors, best.safetensors and
 /// checkpoint/. Prints progress to stdout (a bar redrawn in place on a
-/// terminal, lines otherwise).
-Outcome train(Run& run, const std::string& run_dir, Position start);
+/// terminal, lines otherwise). `config_toml`, when given, is written to
+/// run_dir/config.toml together with the first checkpoint (fit: a resume
+/// with --extend records its new length only once a checkpoint of it exists).
+Outcome train(Run& run, const std::string& run_dir, Position start,
+              const std::string& config_toml = {});
 
 struct FitOptions {
     /// Written to RUN_DIR/config.toml (atomically) when not empty: the

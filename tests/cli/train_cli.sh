@@ -98,6 +98,19 @@ PY
         "$work/extend.txt" || fail "--extend: no schedule line: $(head -9 "$work/extend.txt")"
     grep -q "^epoch 3/3" "$work/extend.txt" || fail "--extend did not train the third epoch"
     echo "ok: another --epochs needs --extend, which says how the schedule changes"
+    # A kept older checkpoint never stands in for a newer one that does not
+    # fit the run (here: written for 3 epochs, resumed with --epochs 2).
+    keep=(--model mlp --limit 3000 --batch-size 64 --log-every 10 --save-every 5 --keep-checkpoints 3)
+    "$ember" train "${keep[@]}" --epochs 2 --out "$work/keep" --stop-after 10 > /dev/null
+    [ $? -eq 130 ] || fail "keep: the first 10 steps"
+    "$ember" train --resume "$work/keep" --epochs 3 --extend --stop-after 15 > /dev/null
+    [ $? -eq 130 ] || fail "keep: extended to 3 epochs"
+    grep -qx "epochs=3" "$work/keep/config.toml" || fail "config.toml after the extension: $(grep epochs "$work/keep/config.toml")"
+    cp "$work/keep/checkpoint/state.safetensors" "$work/keep.state"
+    expect_error "--epochs 2 differs from the run's 3" "$ember" train --resume "$work/keep" --epochs 2
+    grep -q "resuming from" "$work/err.txt" && fail "fell back to an older checkpoint: $(cat "$work/err.txt")"
+    cmp -s "$work/keep/checkpoint/state.safetensors" "$work/keep.state" || fail "the checkpoint changed"
+    echo "ok: a checkpoint that does not fit is refused, never replaced by an older one"
     ;;
 busy)
     # Other processes spinning on half the cores: ember train and ember bench
@@ -238,6 +251,9 @@ errors)
         grep -q "synthetic" "$work/syn.txt" || fail "eval $src: $(cat "$work/syn.txt")"
         mv "$work/syn/config.moved" "$work/syn/config.toml" 2> /dev/null
     done
+    # A checkpoint named from inside the run directory: its config.toml still found.
+    (cd "$work/syn" && "$ember" eval checkpoint/state.safetensors) > "$work/syn.txt" || fail "eval checkpoint/..."
+    grep -q "synthetic" "$work/syn.txt" || fail "eval checkpoint/ from the run directory: $(cat "$work/syn.txt")"
     expect_error "was trained on --data synthetic; evaluating it on fashion-mnist measures another task (give --other-data" \
         "$ember" eval "$work/syn" --data fashion-mnist
     ;;
@@ -439,10 +455,13 @@ diverge)
     "$ember" train "${common[@]}" --epochs 1 --out "$work/kept" > /dev/null || fail "first epoch"
     cp "$work/kept/best.safetensors" "$work/best.before"
     cp "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "no checkpoint"
+    cp "$work/kept/config.toml" "$work/config.before"
     "$ember" train --resume "$work/kept" --epochs 2 --extend --lr 1e6 > "$work/kept.txt" 2> "$work/kept.err"
     [ $? -eq 3 ] || fail "resumed run at lr 1e6 did not stop with exit 3: $(tail -3 "$work/kept.err")"
     cmp -s "$work/kept/best.safetensors" "$work/best.before" || fail "best.safetensors changed"
     cmp -s "$work/kept/checkpoint/state.safetensors" "$work/state.before" || fail "checkpoint changed"
+    # --extend records the new length with its first checkpoint: none was written.
+    cmp -s "$work/kept/config.toml" "$work/config.before" || fail "config.toml changed without a checkpoint"
     echo "ok: best.safetensors and the checkpoint are kept"
     # skip: non-finite gradients skip their steps; too many in a row stop the run.
     "$ember" train "${common[@]}" --lr 1e6 --on-nonfinite skip --max-skips 5 --out "$work/skip" \

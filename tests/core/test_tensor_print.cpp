@@ -45,8 +45,12 @@ TEST_CASE("print: 300 elements print in full, wrapped at 80 columns", "[tensor][
     const std::string s = printed(arange(300));
     for (int v : {0, 1, 150, 298, 299}) CHECK(s.find(" " + std::to_string(v) + ".") != std::string::npos);
     CHECK(s.find("...") == std::string::npos);
-    std::istringstream lines(s);
-    for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 80);
+    // Cells of every width from 1 to 11 characters, each wrapped within 80.
+    manual_seed(5);
+    for (const Tensor& t : {arange(300), randn({300}), mul(randn({300}), 1e5), randn({30, 40})}) {
+        std::istringstream lines(printed(t));
+        for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 80);
+    }
 }
 
 TEST_CASE("print: past 1000 elements, 3 at each end of every dimension", "[tensor][print]") {

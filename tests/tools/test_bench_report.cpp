@@ -1,5 +1,5 @@
 // `ember bench`'s report: each row's spread, the load line, and rows above a
-// limit (not a peer) marked unreliable with the load; the Timing a row's
+// limit that bounds them marked unreliable with the load; the Timing a row's
 // spread comes from.
 #include <catch2/catch.hpp>
 
@@ -36,10 +36,10 @@ TEST_CASE("bench report: spread, load and unreliable rows", "[bench]") {
     Report rep;
     rep.load = "1.0 of 2 cores busy with other processes, so 1 OpenMP thread(s)";
     rep.add({"copy", "fast", "[8]", 1.0, 10, -1, 0.8, "copy 12.5 GB/s"}, Timing{1.0, 0.25});
-    rep.add({"train", "step", "[8]", 2.0, -1, 5, 1.3, "GEMMs alone 2.6 ms"}, Timing{2.0, 0.5});
-    Row peer{"matmul", "ours", "[8]", 3.0, -1, 9, 1.25, "Eigen 7.2 GFLOP/s"};
-    peer.peer = true;
-    rep.add(peer);
+    Row bounded{"train", "step", "[8]", 2.0, -1, 5, 1.3, "GEMMs alone 2.6 ms"};
+    bounded.bound = true;
+    rep.add(bounded, Timing{2.0, 0.5});
+    rep.add({"matmul", "ours", "[8]", 3.0, -1, 9, 1.25, "Eigen 7.2 GFLOP/s"});
     const std::string t = table(rep);
     CHECK(t.rfind("# CPU load at the start: 1.0 of 2 cores busy with other processes, so 1 OpenMP "
                   "thread(s)\n", 0) == 0);
@@ -49,7 +49,7 @@ TEST_CASE("bench report: spread, load and unreliable rows", "[bench]") {
     CHECK(step.find(" 50% ") != std::string::npos);
     CHECK(step.find("UNRELIABLE: above its limit (1.0 of 2 cores busy with other processes") !=
           std::string::npos);
-    CHECK(ours.find("UNRELIABLE") == std::string::npos);  // a peer may be beaten
+    CHECK(ours.find("UNRELIABLE") == std::string::npos);  // a peer may be beaten, not a bound
     CHECK(ours.find("      - ") != std::string::npos);     // no spread measured
 }
 

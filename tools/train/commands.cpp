@@ -156,9 +156,10 @@ EvalSource eval_source(const EvalConfig& c) {
                     "can be given: ", (path / "checkpoint" / "state.safetensors").string(), ")");
     } else {
         s.weights = path.string();
-        // A weights file of a run directory (best, last, or its checkpoint).
-        run_dir = path.parent_path().filename() == "checkpoint" ? path.parent_path().parent_path()
-                                                                : path.parent_path();
+        // A weights file of a run directory (best, last, or its checkpoint),
+        // given relative to anywhere ("checkpoint/state.safetensors").
+        const fs::path dir = fs::absolute(path, ec).parent_path();
+        run_dir = dir.filename() == "checkpoint" ? dir.parent_path() : dir;
     }
     if (!run_dir.empty() && fs::is_regular_file(run_dir / "config.toml", ec))
         s.run = read_run_config(run_dir.string());
@@ -182,13 +183,15 @@ int run_eval(const EvalConfig& c) {
     const Recipe& r = recipe(model);
     // The run's settings: its config.toml, else the weights' metadata, else
     // the recipe's defaults.
-    TrainConfig t = src.run && src.run->model == model ? *src.run : r.defaults;
-    std::optional<std::string> run_data = src.run ? std::optional(src.run->data) : std::nullopt;
+    // config.toml of a run of another model (weights copied in) says nothing of these.
+    const bool use_run = src.run && src.run->model == model;
+    TrainConfig t = use_run ? *src.run : r.defaults;
+    std::optional<std::string> run_data = use_run ? std::optional(src.run->data) : std::nullopt;
     const auto meta = [&](const char* key) -> std::optional<std::string> {
         const auto it = file.metadata.find(key);
         return it == file.metadata.end() ? std::nullopt : std::optional(it->second);
     };
-    if (!src.run) {
+    if (!use_run) {
         if (auto d = meta("ember.data")) run_data = t.data = *d;
         if (auto f = meta("ember.memory_format")) t.memory_format = *f;
         if (auto seed = meta("ember.seed")) t.seed = std::strtoull(seed->c_str(), nullptr, 10);
