@@ -34,6 +34,10 @@ Recipe resnet8_recipe() {
     // Its convolutions on channels-last activations: 2.4x the step rate on
     // the CPU (docs/train.md, "Memory format").
     r.cpu_format = MemoryFormat::channels_last;
+    // Batch 64: 5 epochs at 1e-2 reach 91.55 % (3-seed mean) channels-last,
+    // batch 128 91.38-91.45 % at any LR tried (docs/train.md, "Default
+    // learning rates").
+    r.defaults.batch_size = 64;
     return r;
 }
 
