@@ -148,20 +148,32 @@ std::optional<double> Cyclic::momentum_at(int64_t t, size_t group) const {
     return max_m_[group] - (max_m_[group] - base_m_[group]) * h.scale * h.f;
 }
 
-// --- Cosine ------------------------------------------------------------------
+// --- Cosine and CosineWarmRestarts ---------------------------------------------
+
+namespace {
+
+// From `base` at cur = 0 down to `eta_min` at cur = len, on half a cosine.
+double cosine_anneal(double base, double eta_min, double cur, double len) {
+    return eta_min + (base - eta_min) * (1 + std::cos(kPi * cur / len)) / 2;
+}
+
+void check_eta_min(const char* schedule, double eta_min) {
+    EMBER_CHECK(std::isfinite(eta_min) && eta_min >= 0, schedule,
+                ": eta_min must be finite and >= 0, got ", eta_min);
+}
+
+}  // namespace
 
 Cosine::Cosine(Optimizer& opt, const CosineOptions& o) : Schedule(opt), o_(o) {
     EMBER_CHECK(o.t_max >= 1, "Cosine: t_max must be >= 1, got ", o.t_max);
-    EMBER_CHECK(std::isfinite(o.eta_min) && o.eta_min >= 0,
-                "Cosine: eta_min must be finite and >= 0, got ", o.eta_min);
+    check_eta_min("Cosine", o.eta_min);
     apply();
 }
 
 double Cosine::lr_at(int64_t t, size_t group) const {
     check_args(t, group);
     if (t >= o_.t_max) return o_.eta_min;
-    const double base = base_lrs_[group];
-    return o_.eta_min + (base - o_.eta_min) * (1 + std::cos(kPi * double(t) / double(o_.t_max))) / 2;
+    return cosine_anneal(base_lrs_[group], o_.eta_min, double(t), double(o_.t_max));
 }
 
 // --- CosineWarmRestarts -------------------------------------------------------
@@ -170,8 +182,7 @@ CosineWarmRestarts::CosineWarmRestarts(Optimizer& opt, const CosineWarmRestartsO
     : Schedule(opt), o_(o) {
     EMBER_CHECK(o.t_0 >= 1, "CosineWarmRestarts: t_0 must be >= 1, got ", o.t_0);
     EMBER_CHECK(o.t_mult >= 1, "CosineWarmRestarts: t_mult must be >= 1, got ", o.t_mult);
-    EMBER_CHECK(std::isfinite(o.eta_min) && o.eta_min >= 0,
-                "CosineWarmRestarts: eta_min must be finite and >= 0, got ", o.eta_min);
+    check_eta_min("CosineWarmRestarts", o.eta_min);
     apply();
 }
 
@@ -186,8 +197,7 @@ double CosineWarmRestarts::lr_at(int64_t t, size_t group) const {
             t_cur -= t_i;
             t_i *= o_.t_mult;
         }
-    const double base = base_lrs_[group];
-    return o_.eta_min + (base - o_.eta_min) * (1 + std::cos(kPi * double(t_cur) / double(t_i))) / 2;
+    return cosine_anneal(base_lrs_[group], o_.eta_min, double(t_cur), double(t_i));
 }
 
 }  // namespace ember::optim
