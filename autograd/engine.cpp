@@ -9,6 +9,7 @@
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
+#include "kernels/profile.h"
 
 namespace ember::autograd {
 
@@ -163,7 +164,11 @@ void walk(const TensorList& roots, const TensorList& grads, bool retain_graph) {
                 const TensorGeometry& g = node->outputs[o];
                 in[o] = zeros(g.shape, {g.dtype, g.device});
             }
-        TensorList out = node->backward(in);
+        TensorList out;
+        {
+            const kernels::ProfileRange range("backward", node->name, "backward: ");
+            out = node->backward(in);
+        }
         if (!retain_graph && !node->is_accumulator) node->release();
         EMBER_INTERNAL_CHECK(node->is_accumulator || out.size() == node->next.size(),
                              "backward of '", node->name, "' returned ", out.size(),

@@ -136,6 +136,21 @@ double measure_gpu_copy_gbps(Device device, const Options& o) {
     return 2.0 * double(n) * 4 / (ms * 1e6);
 }
 
+double measure_gemm_gflops(Device device, const Options& o) {
+    const int64_t side = o.quick ? 256 : 1024;
+    const Tensor a = randn({side, side}, {DType::f32, device}), b = randn({side, side}, {DType::f32, device});
+    const auto gemm = [&] { (void)kernels::matmul(a, b); };
+    const double ms = device.is_cuda() ? double(gpu_median_ms(device, gemm, o))
+                                       : double(median_ms(gemm, o.warmup, o.repeats));
+    return 2.0 * double(side * side * side) / ms / 1e6;
+}
+
+kernels::MachineLimits measure_limits(Device device, const Options& o) {
+    return {.device = device.str(),
+            .gemm_gflops = measure_gemm_gflops(device, o),
+            .copy_gbps = device.is_cuda() ? measure_gpu_copy_gbps(device, o) : measure_copy_gbps(o)};
+}
+
 // A row past a limit that bounds its work (a training step faster than its
 // GEMMs alone, a GEMM faster than the GEMM peak) measured something else
 // than it claims: the limit was timed while the machine was busier, or the

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "kernels/profile_trace.h"
 
 namespace CLI {
 class App;
@@ -115,6 +116,12 @@ std::string limit_label(const char* what, double value, const char* unit);
 /// Host memory-copy bandwidth in GB/s (bytes read + written), measured now:
 /// the limit elementwise CPU kernels are judged against.
 double measure_copy_gbps(const Options& o);
+/// ember's f32 matmul at 1024³ (256³ when quick) on `device` in GFLOP/s,
+/// measured now: the GEMM peak that GEMMs and convolutions are judged against.
+double measure_gemm_gflops(Device device, const Options& o);
+/// Both limits of `device` (the copy on the GPU, or the host's), for a
+/// profile's summary (kernels/profile_trace.h).
+kernels::MachineLimits measure_limits(Device device, const Options& o);
 
 void add_options(CLI::App& app, Options& o);
 int run(const Options& o);

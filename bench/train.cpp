@@ -58,15 +58,6 @@ std::string mb(size_t bytes) {
     return buf;
 }
 
-// The GEMM peak for the breakdown: ember's f32 matmul at 1024³ (256³ when
-// quick), measured now.
-double gemm_peak_gflops(const Options& o) {
-    const int64_t side = o.quick ? 256 : 1024;
-    const Tensor a = randn({side, side}), b = randn({side, side});
-    const double ms = median_ms([&] { (void)kernels::matmul(a, b); }, o.warmup, o.repeats);
-    return 2.0 * double(side * side * side) / ms / 1e6;
-}
-
 // `--breakdown`: o.repeats steps under the op profiler (kernels/profile.h),
 // one row per op and signature with its time per step, slowest first; ops
 // with FLOPs (convs, GEMMs) against the GEMM peak. Ops under 0.5 % of the
@@ -75,7 +66,7 @@ double gemm_peak_gflops(const Options& o) {
 void report_breakdown(const char* model_name, nn::Module& model, const Tensor& x, const Tensor& y,
                       double peak, const Options& o, Report& report) {
     train_step(model, x, y);  // warm: caches, the allocator's pools
-    kernels::OpProfiler prof;
+    kernels::Profiler prof;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.repeats; ++i) train_step(model, x, y);
     const double step_s =
@@ -118,9 +109,16 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
     train_step(model, x, y);
     const size_t peak = memory_stats().peak_allocated_bytes - before;
 
-    const std::vector<Timing> ms =
-        interleaved_median_ms({[&] { train_step(model, x, y); }, gemms}, o);
-    const Timing step_ms = ms[0], gemm_ms = ms[1];
+    // The same step under the profiler (kernels/profile.h), each run its own
+    // trace: what --profile costs.
+    const std::vector<Timing> ms = interleaved_median_ms(
+        {[&] { train_step(model, x, y); }, gemms,
+         [&] {
+             kernels::Profiler prof;
+             train_step(model, x, y);
+         }},
+        o);
+    const Timing step_ms = ms[0], gemm_ms = ms[1], profiled_ms = ms[2];
     char ratio[96];
     std::snprintf(ratio, sizeof ratio, "step/GEMMs %.2fx; step peak %s over weights + data",
                   step_ms / gemm_ms, mb(peak).c_str());
@@ -131,7 +129,12 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
     report.add(step, step_ms);
     report.add({"train", std::string(model_name) + " GEMMs alone", shape, gemm_ms, -1,
                 gemm_flops / gemm_ms / 1e6, -1, "", ""}, gemm_ms);
-    if (o.breakdown) report_breakdown(model_name, model, x, y, gemm_peak_gflops(o), o, report);
+    char cost[96];
+    std::snprintf(cost, sizeof cost, "profiler on: %+.1f%% of the step", 100.0 * (profiled_ms / step_ms - 1));
+    report.add({"train", std::string(model_name) + " step, profiled", shape, profiled_ms, -1, -1,
+                step_ms / profiled_ms, limit_label("step unprofiled", step_ms, "ms"), cost},
+               profiled_ms);
+    if (o.breakdown) report_breakdown(model_name, model, x, y, measure_gemm_gflops(Device::cpu(), o), o, report);
 }
 
 void run_mlp(const Options& o, Report& report) {

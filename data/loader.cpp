@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/loader_ring.h"
 #include "data/random.h"
+#include "kernels/profile.h"
 
 namespace ember::data {
 
@@ -260,6 +261,9 @@ void Loader::begin_epoch(int64_t epoch, int64_t first_batch) {
 }
 
 std::optional<Batch> Loader::next() {
+    // Waiting for a batch (or loading it here, without workers), and the
+    // copy's hand-over: what the step waits on the data.
+    const kernels::ProfileRange range("loader", "loader.next");
     LoaderShared& sh = *shared_;
     std::unique_lock<std::mutex> lock(sh.mu);
     if (!sh.begun) {

@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "kernels/factories.h"
+#include "kernels/profile.h"
 #include "nn/grad_arena.h"
 
 namespace ember::dist {
@@ -110,6 +111,7 @@ struct DistributedDataParallel::State {
         --buckets[bucket_of[i]].pending;
         while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
             Bucket& b = buckets[next_launch];
+            const kernels::ProfileRange range("comm", "all_reduce launch");
             b.work = comm->all_reduce_async(bucket_view(b), ReduceOp::average,
                                             str("bucket ", next_launch));
             ++next_launch;
@@ -118,8 +120,11 @@ struct DistributedDataParallel::State {
 
     // The end of a backward that reduces: wait for every bucket.
     void finish() {
-        for (Bucket& b : buckets)
-            if (b.work) b.work->wait();
+        {
+            const kernels::ProfileRange range("comm", "all_reduce wait: every bucket");
+            for (Bucket& b : buckets)
+                if (b.work) b.work->wait();
+        }
         if (next_launch < buckets.size()) {
             std::string missing;
             size_t count = 0;

@@ -1,5 +1,5 @@
 // The public API of ember in one include: tensors, devices and streams, the
-// differentiable ops and autograd, nn, and the data pipeline. The raw kernels
+// differentiable ops and autograd, nn, the data pipeline, and the profiler. The raw kernels
 // (no autograd) are a separate, explicit include: ember/kernels.h.
 #pragma once
 
@@ -16,6 +16,8 @@
 #include "autograd/ops.h"
 #include "kernels/factories.h"
 #include "kernels/op_types.h"
+#include "kernels/profile.h"
+#include "kernels/profile_trace.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "data/dataset.h"
@@ -29,3 +31,14 @@
 #include "dist/communicator.h"
 #include "dist/ddp.h"
 #include "data/transforms.h"
+
+namespace ember {
+// The profiler (docs/profiling.md): a scope object, as torch.profiler.profile.
+using kernels::Profiler;
+using kernels::ProfileRange;
+using kernels::Trace;
+using kernels::take_trace;
+using kernels::write_chrome_trace;
+using kernels::read_chrome_trace;
+using kernels::summarize;
+}  // namespace ember

@@ -6,6 +6,7 @@
 namespace ember::kernels {
 
 double op_bytes(const OpCall& call) {
+    if (call.bytes > 0) return call.bytes;
     double bytes = 0;
     for (const Tensor* t : call.tensors)
         if (t && t->defined()) bytes += double(t->numel()) * double(t->element_size());
@@ -23,12 +24,9 @@ std::string describe(const OpCall& call) {
     return s + ")";
 }
 
-void run_profiled(OpProfiler& prof, const OpCall& call, StreamRef stream,
+void run_profiled(Profiler& prof, const OpCall& call, StreamRef stream,
                   const std::function<void()>& launch) {
-    prof.time(call, [&] {
-        launch();
-        synchronize(stream);
-    });
+    prof.time_cuda(call, stream, launch);
 }
 
 void unsupported_device(const char* op, Device d) {

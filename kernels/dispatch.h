@@ -26,7 +26,8 @@ namespace ember::kernels {
 
 /// What the op scope knows of one call: the op's name, the device it runs
 /// on, its tensors (outputs first; for messages, the profiler and the byte
-/// count) and its FLOPs where the front knows them. Built as a temporary in
+/// count), its FLOPs where the front knows them, and its bytes where its
+/// tensors do not say them (a multi-tensor update). Built as a temporary in
 /// the dispatch() call and valid only during it: the list and the pointers
 /// die with the call, so whatever keeps a record (a profiler) copies it.
 struct OpCall {
@@ -34,9 +35,11 @@ struct OpCall {
     Device device;
     std::initializer_list<const Tensor*> tensors = {};
     double flops = 0;
+    double bytes = 0;  ///< 0: what `tensors` occupy (op_bytes)
 };
 
-/// Bytes the call's tensors occupy: what a memory-bound op moves at least.
+/// The bytes the front counted, or those the call's tensors occupy: what a
+/// memory-bound op moves at least.
 double op_bytes(const OpCall& call);
 /// "relu(f32 [2, 3] on cuda:0, f32 [2, 3] on cuda:0)", for messages.
 std::string describe(const OpCall& call);
@@ -55,9 +58,9 @@ inline constexpr NoKernel no_kernel{};
 /// turns any error — of the launch itself, an asynchronous CUDA error, a
 /// raised error flag — into an ember::Error naming the call.
 void run_sync_debug(const OpCall& call, StreamRef stream, const std::function<void()>& launch);
-/// A CUDA op under an OpProfiler: times `launch` and a synchronization of
-/// `stream` after it (kernels/profile.h).
-void run_profiled(OpProfiler& prof, const OpCall& call, StreamRef stream,
+/// A CUDA op under a Profiler: records its launch, and its run on the GPU
+/// with CUDA events on `stream` (kernels/profile.h).
+void run_profiled(Profiler& prof, const OpCall& call, StreamRef stream,
                   const std::function<void()>& launch);
 
 // Note [CUDA entry points as generic lambdas]
@@ -74,7 +77,7 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
     switch (call.device.type) {
         case DeviceType::cpu:
             if constexpr (!std::is_same_v<std::decay_t<Cpu>, NoKernel>) {
-                if (OpProfiler* prof = OpProfiler::active()) [[unlikely]]
+                if (Profiler* prof = Profiler::active()) [[unlikely]]
                     prof->time(call, on_cpu);
                 else
                     on_cpu();
@@ -88,7 +91,7 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
                 const StreamRef stream = current_stream(call.device);
                 if (sync_debug()) [[unlikely]]
                     run_sync_debug(call, stream, [&] { on_cuda(stream); });
-                else if (OpProfiler* prof = OpProfiler::active()) [[unlikely]]
+                else if (Profiler* prof = Profiler::active()) [[unlikely]]
                     run_profiled(*prof, call, stream, [&] { on_cuda(stream); });
                 else
                     on_cuda(stream);

@@ -195,11 +195,31 @@ Device device_of(const std::vector<Tensor>& ts) {
     return ts.empty() || !ts[0].defined() ? Device::cpu() : ts[0].device();
 }
 
-// FLOPs of one update, for the op scope: `per_element` per parameter element.
-double update_flops(const UpdateTensors& t, double per_element) {
-    double n = 0;
-    for (const Tensor& p : t.params) n += double(p.numel());
-    return n * per_element;
+// What one update list costs, for the op scope: `per_element` FLOPs per
+// parameter element, and the bytes it moves — the parameter and each state
+// read and written, the gradient read, the low-precision copy written.
+struct UpdateCost {
+    double flops = 0, bytes = 0;
+};
+
+UpdateCost update_cost(const UpdateList& l, double per_element) {
+    UpdateCost c;
+    for (const UpdateSlot& s : l.slots) {
+        const double n = double(s.numel);
+        c.flops += n * per_element;
+        c.bytes += n * (2.0 * double(dtype_size(l.param)) + double(dtype_size(l.grad)));
+        for (const void* st : {static_cast<const void*>(s.state1), static_cast<const void*>(s.state2),
+                               static_cast<const void*>(s.state3)})
+            if (st) c.bytes += n * 2.0 * double(dtype_size(l.state));
+        if (s.copy) c.bytes += n * double(dtype_size(l.copy));
+    }
+    return c;
+}
+
+// The op scope's view of one update list.
+OpCall update_call(const char* op, const UpdateTensors& t, const UpdateList& l, double per_element) {
+    const UpdateCost c = update_cost(l, per_element);
+    return {op, device_of(t.params), {}, c.flops, c.bytes};
 }
 
 }  // namespace
@@ -207,7 +227,7 @@ double update_flops(const UpdateTensors& t, double per_element) {
 void adam_update(const UpdateTensors& t, const AdamArgs& a) {
     EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("adam_update", t, a.amsgrad ? 3 : 2))
-        dispatch({"adam_update", device_of(t.params), {}, update_flops(t, a.amsgrad ? 13 : 12)},
+        dispatch(update_call("adam_update", t, l, a.amsgrad ? 13 : 12),
                  [&] { cpu::adam_update(l, a); },
                  [&](auto stream) { cuda::adam_update(l, a, stream); });
     bump_versions(t);
@@ -216,7 +236,7 @@ void adam_update(const UpdateTensors& t, const AdamArgs& a) {
 void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
     const size_t states = a.momentum != 0 ? 1 : 0;
     for (const UpdateList& l : make_lists("sgd_update", t, states))
-        dispatch({"sgd_update", device_of(t.params), {}, update_flops(t, 5)},
+        dispatch(update_call("sgd_update", t, l, 5),
                  [&] { cpu::sgd_update(l, a); },
                  [&](auto stream) { cuda::sgd_update(l, a, stream); });
     bump_versions(t);
@@ -225,7 +245,7 @@ void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
 void lamb_update(const UpdateTensors& t, const LambArgs& a) {
     EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "lamb_update: step must be >= 1, got ", a.step);
     for (const UpdateList& l : make_lists("lamb_update", t, 2))
-        dispatch({"lamb_update", device_of(t.params), {}, update_flops(t, 20)},
+        dispatch(update_call("lamb_update", t, l, 20),
                  [&] { cpu::lamb_update(l, a); },
                  [&](auto stream) { cuda::lamb_update(l, a, stream); });
     bump_versions(t);
@@ -233,7 +253,7 @@ void lamb_update(const UpdateTensors& t, const LambArgs& a) {
 
 void lars_update(const UpdateTensors& t, const LarsArgs& a) {
     for (const UpdateList& l : make_lists("lars_update", t, 1))
-        dispatch({"lars_update", device_of(t.params), {}, update_flops(t, 8)},
+        dispatch(update_call("lars_update", t, l, 8),
                  [&] { cpu::lars_update(l, a); },
                  [&](auto stream) { cuda::lars_update(l, a, stream); });
     bump_versions(t);

@@ -16,6 +16,7 @@
 #include "kernels/factories.h"
 #include "kernels/front.h"
 #include "kernels/optim.h"
+#include "kernels/profile.h"
 #include "nn/module.h"
 
 namespace ember::optim {
@@ -77,6 +78,7 @@ void Optimizer::step_unless(const Tensor& found_inf) {
 
 void Optimizer::run_step(const Tensor& found_inf) {
     NoGradGuard no_grad;
+    const kernels::ProfileRange range("optimizer", name(), "optimizer.step: ");
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         const ParamGroup& g = groups_[gi];
         const int nbuf = buffers(g.hyper);

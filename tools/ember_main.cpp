@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
         "generate", "Text from a trained gpt: ember generate RUN_DIR [--prompt TEXT] [--tokens N]");
     ember::cli::GenerateConfig gconf;
     ember::cli::add_generate_options(*generate, gconf);
+    CLI::App* profile = app.add_subcommand(
+        "profile", "Where the time of profiled steps went: ember profile RUN_DIR|trace.json");
+    ember::cli::ProfileConfig pconf;
+    ember::cli::add_profile_options(*profile, pconf);
     plot->add_option("RUN_DIR", plot_dir, "The run directory that `ember train` wrote")->required();
     try {
         // `ember train --config FILE` (or --resume's config.toml) read in, flags after it.
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
         if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
         if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
         if (app.got_subcommand("plot")) return ember::cli::run_plot(plot_dir);
+        if (app.got_subcommand("profile")) return ember::cli::run_profile(pconf);
         if (app.got_subcommand("generate")) return ember::cli::run_generate(gconf);
         if (app.got_subcommand("lr-find")) return ember::train::run_lr_find(*lr_find, lconf);
         if (app.got_subcommand("max-batch")) return ember::train::run_max_batch(*max_batch, mconf);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/profile.h"
 #include "nn/safetensors.h"
 
 namespace ember::train {
@@ -84,6 +85,7 @@ std::string checkpoint_path(const std::string& run_dir) {
 }
 
 void save_checkpoint(const std::string& run_dir, const Run& run, const Position& pos) {
+    const kernels::ProfileRange range("checkpoint", "checkpoint.save");
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& [name, t] : run.model().state_dict()) tensors.emplace_back("model." + name, t);
     for (const auto& [name, t] : run.optimizer->state_tensors())

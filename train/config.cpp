@@ -93,6 +93,7 @@ void validate(const TrainConfig& c) {
     EMBER_CHECK(!c.extend || !c.resume.empty() || c.restart,
                 "--extend re-spans a resumed run's schedule: it needs --resume");
     (void)stop_signal_numbers(c.stop_signals);  // throws on a name it does not know
+    if (!c.profile.empty()) (void)parse_profile_window(c.profile);
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }
 
@@ -100,6 +101,26 @@ std::string resolve_resume(const std::string& resume, const std::string& out) {
     if (resume != "auto") return resume;
     EMBER_CHECK(!out.empty(), "--resume auto needs --out DIR: the run it continues, or starts there");
     return std::filesystem::exists(checkpoint_path(out)) ? out : std::string();
+}
+
+ProfileWindow parse_profile_window(const std::string& text) {
+    // Whole numbers only: digits, no sign, no more than 12 of them.
+    auto whole = [&](const std::string& s) {
+        EMBER_CHECK(!s.empty() && s.size() <= 12 &&
+                        s.find_first_not_of("0123456789") == std::string::npos,
+                    "--profile: '", text, "' is not A:B (two step counts, as 20:30: the 10 "
+                    "steps after the 20th)");
+        return std::stoll(s);
+    };
+    const size_t colon = text.find(':');
+    EMBER_CHECK(colon != std::string::npos, "--profile: '", text,
+                "' is not A:B (two step counts, as 20:30: the 10 steps after the 20th)");
+    const ProfileWindow w{whole(text.substr(0, colon)), whole(text.substr(colon + 1))};
+    EMBER_CHECK(w.after < w.until, "--profile ", text, ": the window is empty (A must be below B)");
+    EMBER_CHECK(w.until - w.after <= 10000, "--profile ", text, ": ", w.until - w.after,
+                " steps is more than a trace should hold (at most 10000; a few dozen show a "
+                "step's time well)");
+    return w;
 }
 
 std::vector<int> stop_signal_numbers(const std::string& list) {

@@ -65,6 +65,9 @@ struct TrainConfig {
     bool ddp = false;                       ///< data parallelism over the launcher's ranks
     double dist_timeout = 300;              ///< seconds a collective may take (--ddp)
     int64_t stop_after = 0;                 ///< stop as if interrupted after this step; 0: never
+    /// "A:B": profile the steps after the A-th up to the B-th (metrics'
+    /// steps A+1 to B) into RUN_DIR/trace.json and print a summary; "": off.
+    std::string profile;
     bool dump_config = false;               ///< print the effective configuration and exit
     std::string config_file;                ///< --config (already read by expand_config)
 };
@@ -105,6 +108,14 @@ std::string resolve_resume(const std::string& resume, const std::string& out);
 /// The signal numbers of a --stop-signals list ("INT,TERM,USR1"; names with
 /// or without "SIG"); an Error names one it does not know.
 std::vector<int> stop_signal_numbers(const std::string& list);
+
+/// The steps --profile A:B covers: those after the A-th up to the B-th.
+struct ProfileWindow {
+    int64_t after = 0;  ///< A
+    int64_t until = 0;  ///< B
+};
+/// Parses "A:B" (0 <= A < B, at most 10000 steps); an Error says what is wrong.
+ProfileWindow parse_profile_window(const std::string& text);
 
 /// The device the run uses: `auto` is cuda:0 when a GPU is present, else the CPU.
 Device resolve_device(const TrainConfig& c);

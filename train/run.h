@@ -10,6 +10,7 @@
 #include "../data/loader.h"
 #include "../dist/communicator.h"
 #include "../dist/ddp.h"
+#include "../kernels/profile_trace.h"
 #include "../nn/module.h"
 #include "../optim/grad_scaler.h"
 #include "../optim/optimizer.h"
@@ -37,6 +38,10 @@ struct Run {
     int64_t steps_per_epoch = 0;              ///< optimizer steps: ceil(batches / accumulate)
     int64_t total_steps = 0;
     std::unique_ptr<dist::DistributedDataParallel> ddp;  ///< ddp
+    /// --profile: the machine's limits the summary judges rates against
+    /// (`ember train` measures them as `ember bench` does, before the run);
+    /// zeros: the summary shows rates without fractions.
+    kernels::MachineLimits profile_limits;
 
     /// The rank that prints and writes the run's files: rank 0, or the only one.
     bool lead() const { return !comm || comm->rank() == 0; }

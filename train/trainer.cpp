@@ -22,6 +22,7 @@
 #include "train/files.h"
 #include "train/metrics.h"
 #include "train/plot.h"
+#include "train/step_profile.h"
 
 namespace ember::train {
 
@@ -152,8 +153,10 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
     // The run diverged (out.diverged): the last line, a metrics record, and
     // nothing else written — best.safetensors and the last checkpoint stay
     // those of a finite state.
+    StepProfile profile(run, run_dir, progress ? &*progress : nullptr);
     auto diverged = [&] {
         if (progress) progress->end_line();
+        profile.finish();
         if (metrics) metrics->event("diverged", out.diverged->step, out.diverged->loss,
                                     out.diverged->message());
         out.position = pos;
@@ -207,6 +210,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
         };
         run.model().train();
         take_host_syncs();  // the last epoch's evaluation and checkpoint are not the steps'
+        profile.begin(pos.step);
         while (std::optional<data::Batch> batch = run.loader->next()) {
             const int64_t b = batch->index;
             const int64_t group_start = b / c.accumulate * c.accumulate;
@@ -269,6 +273,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
             ++pos.step;
             pos.epoch = epoch;
             pos.batch = group_end;
+            profile.end(pos.step);
+            profile.begin(pos.step);
 
             if (pos.step % c.log_every == 0) write_log();
             if (out.diverged) return diverged();
@@ -290,6 +296,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
             }
             if (stop) {
                 if (progress) progress->end_line();
+                profile.finish();
                 if (run.lead()) checkpoint();
                 out.interrupted = true;
                 out.signal = signals.number();
@@ -340,6 +347,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
             break;
         }
     }
+    profile.finish();
     out.position = pos;
     return out;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt | diverge)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt | diverge | profile)
 # The ddp case runs `$EMBER_MPIEXEC -np 2 ember train --ddp`.
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
@@ -475,6 +475,88 @@ diverge)
         > "$work/cont.txt" 2>&1 || fail "continue: $(tail -3 "$work/cont.txt")"
     grep -q "^done:" "$work/cont.txt" || fail "continue did not finish"
     expect_error "--on-nonfinite" "$ember" train --on-nonfinite maybe --out "$work/x"
+    ;;
+profile)
+    # --profile 3:7: the 4 steps after the 3rd, into RUN_DIR/trace.json, and
+    # the summary; a window past the run's end is cut short, not an error.
+    "$ember" train --model mlp --limit 1280 --epochs 1 --batch-size 64 --log-every 5 \
+        --profile 3:7 --out "$work/run" > "$work/train.txt" || fail "train --profile: $(tail -3 "$work/train.txt")"
+    [ -s "$work/run/trace.json" ] || fail "no trace.json"
+    grep -q "^profile of ember train --model mlp: 4 steps (step 4 to step 7), " "$work/train.txt" ||
+        fail "summary header: $(cat "$work/train.txt")"
+    grep -q "^limits on cpu, measured as ember bench does: f32 GEMM [0-9.]* GFLOP/s, copy [0-9.]* GB/s" \
+        "$work/train.txt" || fail "no limits line"
+    grep -q "^(outside every op and range)" "$work/train.txt" || fail "no outside row"
+    # The trace's structure, as Perfetto and chrome://tracing read it, and the
+    # summary's step time and rows against the trace's own numbers.
+    python3 - "$work/run/trace.json" "$work/train.txt" <<'PY' || fail "trace.json"
+import json, re, sys
+doc = json.load(open(sys.argv[1]))
+summary = open(sys.argv[2]).read()
+ev = doc["traceEvents"]
+assert isinstance(ev, list) and ev
+for e in ev:
+    assert e["ph"] in ("X", "C", "M"), e
+    assert isinstance(e["pid"], int)
+meta = [e for e in ev if e["ph"] == "M"]
+assert {m["name"] for m in meta} <= {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
+named = {m["tid"] for m in meta if m["name"] == "thread_name"}
+xs = [e for e in ev if e["ph"] == "X"]
+for x in xs:
+    assert isinstance(x["name"], str) and isinstance(x["cat"], str)
+    assert isinstance(x["ts"], (int, float)) and isinstance(x["dur"], (int, float)) and x["dur"] >= 0
+    assert x["tid"] in named, x
+    if x["cat"] == "op":
+        assert x["args"]["device"] == "cpu" and x["args"]["bytes"] > 0, x
+        assert x["args"].get("shapes") or x["name"].endswith("_update"), x  # multi-tensor updates list none
+for c in (e for e in ev if e["ph"] == "C"):
+    assert c["args"] and all(isinstance(v, (int, float)) for v in c["args"].values()), c
+# Spans on one thread nest: none starts inside another and ends after it.
+spans = sorted(((x["ts"], -x["dur"], x) for x in xs if x["tid"] == 1), key=lambda t: (t[0], t[1]))
+stack = []
+for ts, negdur, x in spans:
+    end = ts - negdur
+    while stack and stack[-1] <= ts:
+        stack.pop()
+    assert not stack or end <= stack[-1] + 1e-3, ("overlap", x)
+    stack.append(end)
+steps = [x for x in xs if x["cat"] == "step"]
+assert [s["name"] for s in steps] == ["step 4", "step 5", "step 6", "step 7"], steps
+cats = {x["cat"] for x in xs}
+assert {"op", "backward", "optimizer", "loader", "step"} <= cats, cats
+# The summary's ms per step is the steps' mean duration.
+mean_ms = sum(s["dur"] for s in steps) / len(steps) / 1e3
+said = float(re.search(r", ([0-9.]+) ms per step", summary).group(1))
+assert abs(said - mean_ms) <= 0.0005 + 1e-9, (said, mean_ms)
+# Its shares add up to the step: ops + ranges' own time + outside = 100 %.
+m = re.search(r"ops ([0-9.]+) % of the step, named ranges' own time ([0-9.]+) %, outside both ([0-9.]+) %", summary)
+assert m and abs(sum(float(g) for g in m.groups()) - 100) <= 0.2, m and m.groups()
+# Every op inside the steps: their time is the ops' share.
+def inside(x, s): return x["ts"] >= s["ts"] and x["ts"] + x["dur"] <= s["ts"] + s["dur"] + 1e-3
+op_us = sum(x["dur"] for x in xs if x["cat"] == "op" and any(inside(x, s) for s in steps))
+share = 100 * op_us / sum(s["dur"] for s in steps)
+assert abs(share - float(m.group(1))) <= 0.1, (share, m.group(1))
+print("trace ok: %d events, ops %.1f %% of the step" % (len(ev), share))
+PY
+    "$ember" profile "$work/run" > "$work/again.txt" || fail "ember profile RUN_DIR"
+    sed -n '/^profile of/,/^memory/p' "$work/train.txt" > "$work/first.txt"
+    cmp -s "$work/first.txt" "$work/again.txt" || fail "ember profile differs: $(diff "$work/first.txt" "$work/again.txt")"
+    "$ember" profile "$work/run/trace.json" --by-shape --top 3 > "$work/shape.txt" || fail "ember profile FILE"
+    grep -q "^(.* more rows)" "$work/shape.txt" || fail "--top 3 shows no summed row"
+    grep -q "f32 \[" "$work/shape.txt" || fail "--by-shape shows no signature"
+    echo "ok: --profile writes a trace and a summary; ember profile prints it again"
+    # A window past the end: what was recorded (2 steps of 20).
+    "$ember" train --model mlp --limit 1280 --epochs 1 --batch-size 64 --profile 18:30 \
+        --out "$work/short" > "$work/short.txt" || fail "train --profile past the end"
+    grep -q "^profile of ember train --model mlp: 2 steps (step 19 to step 20)" "$work/short.txt" ||
+        fail "short window: $(grep profile "$work/short.txt")"
+    expect_error "--profile: '20' is not A:B" "$ember" train --profile 20 --out "$work/x"
+    expect_error "the window is empty" "$ember" train --profile 5:5 --out "$work/x"
+    expect_error "is not A:B" "$ember" train --profile=-1:4 --out "$work/x"
+    expect_error "at most 10000" "$ember" train --profile 0:20000 --out "$work/x"
+    expect_error "cannot open" "$ember" profile "$work/nothing"
+    echo '{"traceEvents": 3}' > "$work/bad.json"
+    expect_error "no 'traceEvents' array" "$ember" profile "$work/bad.json"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

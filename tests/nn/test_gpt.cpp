@@ -35,7 +35,7 @@ double std_of(const Tensor& t) {
 // Total FLOPs the fronts counted while `fn` ran.
 template <class F>
 double flops_of(F&& fn) {
-    kernels::OpProfiler prof;
+    kernels::Profiler prof;
     fn();
     double total = 0;
     for (const kernels::OpTime& r : prof.rows()) total += r.flops;

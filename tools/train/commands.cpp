@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "bench/bench.h"
 #include "core/cpu_load.h"
 #include "nn/safetensors.h"
 #include "tools/cli_checks.h"
@@ -74,6 +75,9 @@ int run_train(CLI::App& app, TrainConfig c) {
             run.threads_note = load_str(load) + " at the start; --threads N chooses";
         }
     }
+    // --profile: the summary's limits, measured as `ember bench` measures them
+    // (before the run, so that its times and the trace do not hold them).
+    if (!c.profile.empty() && run.lead()) run.profile_limits = bench::measure_limits(run.device, {});
     if (c.save_every > run.total_steps && run.lead())
         std::fprintf(stderr,
                      "ember train: warning: --save-every %lld is beyond the run's %lld steps: "

@@ -181,6 +181,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
         ->configurable(false);
     app.add_flag("--dump-config", c.dump_config, "Print the effective configuration and exit")
         ->configurable(false);
+    app.add_option("--profile", c.profile,
+                   "Profile steps A:B (e.g. 20:30: the 10 steps after the 20th) into "
+                   "RUN_DIR/trace.json (Perfetto opens it) and print where their time went "
+                   "(docs/profiling.md)")
+        ->configurable(false);
 }
 
 void apply_recipe_defaults(CLI::App& app, TrainConfig& c) {
@@ -220,7 +225,7 @@ std::vector<std::string> config_args(const std::string& text, const std::string&
     // taken from a file (a config.toml read back by --resume must not stop
     // the run, or resume another).
     static const char* const kNotConfigurable[] = {"config", "resume", "extend", "stop-after",
-                                                 "dump-config"};
+                                                 "dump-config", "profile"};
     std::vector<std::string> args;
     std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);  // a BOM
     std::string line;
