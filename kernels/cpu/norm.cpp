@@ -128,8 +128,11 @@ std::vector<Sums> channel_sums(int64_t N, int64_t C, int64_t S, const F& term) {
 // Whether an [N, C, S] View lies channels-last (for C = 1 or S = 1 both
 // layouts are one, and the NCHW loops serve).
 bool is_last(const View& v) {
-    const int64_t C = v.shape[1], S = v.shape[2];
-    return C > 1 && S > 1 && v.strides[0] == S * C && v.strides[1] == 1 && v.strides[2] == C;
+    const int64_t N = v.shape[0], C = v.shape[1], S = v.shape[2];
+    // A batch of one has any stride along N (a channels-last [1, C, H, W]
+    // may come with either): the kernels never step along it.
+    return C > 1 && S > 1 && (N == 1 || v.strides[0] == S * C) && v.strides[1] == 1 &&
+           v.strides[2] == C;
 }
 
 // Whether v is laid out as x is: contiguous, or channels-last as x.

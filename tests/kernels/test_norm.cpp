@@ -682,7 +682,7 @@ TEST_CASE("layer_norm errors name the op, the tensors and the problem", "[norm][
 // are the NCHW kernels' (tested above against f64 loops) up to the order of
 // the channel sums, and bit-identical for any thread count.
 TEST_CASE("batch_norm on channels-last inputs", "[norm][batch_norm][format]") {
-    const Shape shapes[] = {{8, 16, 10, 10}, {3, 32, 7, 5}, {2, 3, 4, 4}};
+    const Shape shapes[] = {{8, 16, 10, 10}, {3, 32, 7, 5}, {2, 3, 4, 4}, {1, 6, 5, 5}};
     const int saved = omp_get_max_threads();
     uint64_t seed = 700;
     for (const Shape& shape : shapes)
