@@ -39,7 +39,8 @@ struct Trace {
     std::vector<CounterEvent> counters;
 };
 
-/// The profiler's events so far (waiting for CUDA ops' times) with `info`.
+/// The profiler's events so far (waiting for CUDA ops' times) with `info`,
+/// their times rounded to the nanosecond (as a trace file holds them).
 Trace take_trace(Profiler& prof, TraceInfo info);
 
 /// The Chrome trace event JSON of `t`: "X" complete events (ts and dur in

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "tools/commands.h"
 #include "tools/train/commands.h"
+#include "tools/train/diff.h"
+#include "tools/train/doctor.h"
 #include "tools/train/finders.h"
 #include "tools/train/options.h"
 
@@ -29,6 +31,8 @@ int main(int argc, char** argv) {
     CLI::App* lr_find = ember::train::add_lr_find_command(app, lconf);
     ember::train::MaxBatchConfig mconf;
     CLI::App* max_batch = ember::train::add_max_batch_command(app, mconf);
+    ember::train::DoctorConfig doconf;
+    CLI::App* doctor = ember::train::add_doctor_command(app, doconf);
     CLI::App* plot = app.add_subcommand(
         "plot", "Redraw a training run's curves: RUN_DIR/curves.svg from RUN_DIR/metrics.jsonl");
     std::string plot_dir;
@@ -40,6 +44,17 @@ int main(int argc, char** argv) {
         "profile", "Where the time of profiled steps went: ember profile RUN_DIR|trace.json");
     ember::cli::ProfileConfig pconf;
     ember::cli::add_profile_options(*profile, pconf);
+    CLI::App* diff = app.add_subcommand(
+        "diff", "Where two runs part, or how two weight files differ: ember diff A B");
+    ember::train::DiffConfig dconf;
+    diff->add_option("A", dconf.a, "A run directory or a .safetensors file")->required();
+    diff->add_option("B", dconf.b, "Another of the same kind")->required();
+    diff->add_option("--tolerance", dconf.tolerance,
+                     "Relative difference of losses reported as the first beyond it")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    diff->add_option("--top", dconf.top, "Tensors listed")->check(CLI::Range(1, 1000000))->capture_default_str();
+    diff->add_flag("--exit-code", dconf.exit_code, "Exit 1 when they differ (as git diff --exit-code)");
     plot->add_option("RUN_DIR", plot_dir, "The run directory that `ember train` wrote")->required();
     try {
         // `ember train --config FILE` (or --resume's config.toml) read in, flags after it.
@@ -64,6 +79,8 @@ int main(int argc, char** argv) {
         if (app.got_subcommand("train")) return ember::train::run_train(*train, tconf);
         if (app.got_subcommand("eval")) return ember::train::run_eval(econf);
         if (app.got_subcommand("plot")) return ember::cli::run_plot(plot_dir);
+        if (app.got_subcommand("doctor")) return ember::train::run_doctor(*doctor, doconf);
+        if (app.got_subcommand("diff")) return ember::train::run_diff(dconf);
         if (app.got_subcommand("profile")) return ember::cli::run_profile(pconf);
         if (app.got_subcommand("generate")) return ember::cli::run_generate(gconf);
         if (app.got_subcommand("lr-find")) return ember::train::run_lr_find(*lr_find, lconf);

@@ -94,6 +94,7 @@ void validate(const TrainConfig& c) {
                 "--extend re-spans a resumed run's schedule: it needs --resume");
     (void)stop_signal_numbers(c.stop_signals);  // throws on a name it does not know
     if (!c.profile.empty()) (void)parse_profile_window(c.profile);
+    EMBER_CHECK(c.fingerprint_every >= 0, "--fingerprint-every must be >= 0, got ", c.fingerprint_every);
     (void)Device::parse(c.device == "auto" ? "cpu" : c.device);  // throws on a bad name
 }
 

@@ -60,6 +60,7 @@ struct TrainConfig {
     int64_t keep_checkpoints = 1;           ///< checkpoints kept (the newest and K − 1 before it)
     int64_t eval_every = 1;                 ///< epochs between evaluations
     int64_t log_every = 50;                 ///< steps between progress lines and metrics
+    int64_t fingerprint_every = 0;          ///< steps between parameter checksums in metrics.jsonl; 0: none
     int64_t limit = 0;                      ///< the first N training samples; 0: all
     int threads = 0;                        ///< OpenMP threads; 0: the default
     bool ddp = false;                       ///< data parallelism over the launcher's ranks

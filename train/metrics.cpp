@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/optim.h"
+#include "nn/module.h"
 #include "train/files.h"
 
 namespace ember::train {
@@ -90,12 +92,34 @@ void MetricsLog::step(const StepRecord& r) {
                {"step", r.step},
                {"epoch", r.epoch},
                {"loss", r.loss},
+               {"loss_hex", hex_double(r.loss)},
+               {"from_step", r.first_step},
                {"lr", r.lr},
                {"samples_per_s", r.samples_per_s},
                {"data_wait", r.data_wait},
                {"host_syncs", r.host_syncs},
                {"time_s", r.time_s}}
               .dump());
+}
+
+void MetricsLog::fingerprint(int64_t step, double value) {
+    write(json{{"kind", "fingerprint"}, {"step", step}, {"params", value}, {"params_hex", hex_double(value)}}
+              .dump());
+}
+
+std::string hex_double(double x) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%a", x);
+    return buf;
+}
+
+double parameter_fingerprint(const nn::Module& model) {
+    std::vector<Tensor> params;
+    // In f64 throughout (global_norm of f32 tensors rounds its result to f32,
+    // which would hide a one-ULP change).
+    for (const Tensor& p : model.parameters()) params.push_back(p.detach().to(DType::f64));
+    if (params.empty()) return 0;
+    return kernels::global_norm(params).to(Device::cpu()).item();
 }
 
 void MetricsLog::epoch(const EpochRecord& r) {

@@ -20,6 +20,7 @@ struct StepRecord {
     double loss = 0, lr = 0, samples_per_s = 0, data_wait = 0;
     int64_t host_syncs = 0;  ///< reads of device values since the last record
     double time_s = 0;
+    int64_t first_step = 0;  ///< the first step the record's loss averages (the last is `step`)
 };
 
 struct EpochRecord {
@@ -44,6 +45,9 @@ public:
     /// An event of a step: {"kind": kind, "step", "loss", "message"} — a loss
     /// spike ("warning") or the end of a diverged run ("diverged").
     void event(const std::string& kind, int64_t step, double loss, const std::string& message);
+    /// {"kind": "fingerprint", "step", "params", "params_hex"}: the
+    /// parameters' checksum after `step` (--fingerprint-every).
+    void fingerprint(int64_t step, double value);
     /// The largest time_s of the step records kept at construction (0 when
     /// none): where the run's clock stood, for a resume to continue from.
     double time_s() const { return time_s_; }
@@ -54,6 +58,17 @@ private:
     std::FILE* f_ = nullptr;
     double time_s_ = 0;
 };
+
+/// A cheap checksum of the model's parameters: the L2 norm of them all,
+/// computed in f64 (kernels::global_norm of f64 copies; deterministic on
+/// either device). A change of one ULP in one f32 parameter of typical size
+/// among n changes the norm by about 2^-23 / n of itself, above f64's
+/// rounding (2^-52) for n up to about 2^28; it is a checksum, not a hash: a
+/// sign flip or two swapped values keep it.
+double parameter_fingerprint(const nn::Module& model);
+
+/// "0x1.8p+1": the exact bits of a double, as C's %a prints them.
+std::string hex_double(double x);
 
 /// The progress display: on a terminal a bar per epoch (step/total,
 /// samples/s, loss, LR, ETA) redrawn in place at every step; otherwise one

@@ -171,6 +171,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
         Tensor epoch_sum = zeros({}, {DType::f64, run.device});
         int64_t logged = 0, epoch_batches = 0, epoch_samples = 0, window_samples = 0;
         int64_t step_syncs = 0;  // the steps' host syncs set aside around a checkpoint
+        int64_t window_first = pos.step + 1;  // the first step of the record being gathered
         auto window_start = Clock::now();
         // A step record: the mean loss since the last one (the one read of a
         // device value per record), throughput, LR, waiting for data, and the
@@ -197,7 +198,8 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
                          secs > 0 ? world * double(window_samples) / secs : 0,
                          run.loader->stats().wait_fraction,
                          host_syncs,
-                         run_time()};
+                         run_time(),
+                         window_first};
             if (metrics) metrics->step(r);
             if (progress) progress->log(r);
             if (const std::optional<Spike> sp = guard.spike(pos.step, loss_avg); sp && run.lead()) {
@@ -205,6 +207,7 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
                 metrics->event("warning", pos.step, loss_avg, sp->message());
             }
             guard.next_window();
+            window_first = pos.step + 1;
             logged = window_samples = 0;
             window_start = Clock::now();
         };
@@ -275,6 +278,14 @@ Outcome train(Run& run, const std::string& run_dir, Position pos, const std::str
             pos.batch = group_end;
             profile.end(pos.step);
             profile.begin(pos.step);
+            if (c.fingerprint_every > 0 && pos.step % c.fingerprint_every == 0) {
+                // --fingerprint-every (docs/train.md, "ember diff"): one read of
+                // the parameters' f64 norm; not counted as the steps' syncs.
+                step_syncs += take_host_syncs();
+                const double f = parameter_fingerprint(run.model());
+                take_host_syncs();
+                if (metrics) metrics->fingerprint(pos.step, f);
+            }
 
             if (pos.step % c.log_every == 0) write_log();
             if (out.diverged) return diverged();

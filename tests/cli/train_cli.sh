@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of `ember train` and `ember eval` through the binary.
-# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt | diverge | profile)
+# Usage: train_cli.sh EMBER CASE WORKDIR   (CASE: run | resume | signal | errors | finders | ddp | gpt | diverge | profile | diff | doctor)
 # The ddp case runs `$EMBER_MPIEXEC -np 2 ember train --ddp`.
 set -uo pipefail
 ember="$1"; case_name="$2"; work="$3"
@@ -557,6 +557,105 @@ PY
     expect_error "cannot open" "$ember" profile "$work/nothing"
     echo '{"traceEvents": 3}' > "$work/bad.json"
     expect_error "no 'traceEvents' array" "$ember" profile "$work/bad.json"
+    ;;
+diff)
+    # ember diff: a resumed run against an uninterrupted one is identical; a
+    # seed changed from step 0 parts at step 1; an LR changed at a resume
+    # after step 12 parts at step 13 (losses logged every step, parameters
+    # fingerprinted every step). Exit codes with --exit-code; weight files.
+    common=(--model mlp --limit 1280 --epochs 2 --batch-size 64 --log-every 1 --fingerprint-every 1)
+    "$ember" train "${common[@]}" --out "$work/a" > /dev/null || fail "run a"
+    "$ember" train "${common[@]}" --out "$work/resumed" --stop-after 12 > /dev/null
+    [ $? -eq 130 ] || fail "--stop-after 12"
+    "$ember" train --resume "$work/resumed" > /dev/null || fail "resume"
+    "$ember" diff "$work/a" "$work/resumed" --exit-code > "$work/same.txt" || fail "resumed differs: $(cat "$work/same.txt")"
+    grep -q "^configuration: the same" "$work/same.txt" || fail "config: $(cat "$work/same.txt")"
+    grep -q "^losses: 40 step records compared (steps 1 to 40)" "$work/same.txt" || fail "losses: $(cat "$work/same.txt")"
+    grep -q "^parameter fingerprints: 40 compared, bitwise equal in every one" "$work/same.txt" ||
+        fail "fingerprints: $(cat "$work/same.txt")"
+    grep -q "^identical: " "$work/same.txt" || fail "not identical: $(cat "$work/same.txt")"
+    echo "ok: a resumed run is identical to an uninterrupted one"
+    "$ember" train "${common[@]}" --seed 1 --out "$work/seed" > /dev/null || fail "run seed 1"
+    "$ember" diff "$work/a" "$work/seed" --exit-code > "$work/seed.txt"
+    [ $? -eq 1 ] || fail "--exit-code of different runs is not 1"
+    grep -q "^  seed  *A: 0  *B: 1$" "$work/seed.txt" || fail "seed not named: $(cat "$work/seed.txt")"
+    grep -q "^  first bitwise difference: step 1: " "$work/seed.txt" || fail "seed: $(cat "$work/seed.txt")"
+    grep -q "the first that differs: step 1: " "$work/seed.txt" || fail "seed fingerprints: $(cat "$work/seed.txt")"
+    grep -q "^different: the runs part by step 1$" "$work/seed.txt" || fail "seed verdict: $(cat "$work/seed.txt")"
+    echo "ok: another seed parts at step 1"
+    "$ember" train "${common[@]}" --out "$work/lr" --stop-after 12 > /dev/null
+    "$ember" train --resume "$work/lr" --lr 0.001 > /dev/null || fail "resume with --lr"
+    "$ember" diff "$work/a" "$work/lr" > "$work/lr.txt" || fail "diff lr"
+    grep -q "^  lr  *A: 0.003  *B: 0.001$" "$work/lr.txt" || fail "lr not named: $(cat "$work/lr.txt")"
+    # Step 13's loss comes before its update, the first with the new LR: the
+    # losses part at 14, the parameters after 13's update.
+    grep -q "^  first bitwise difference: step 14: " "$work/lr.txt" || fail "lr: $(cat "$work/lr.txt")"
+    grep -q "the first that differs: step 13: " "$work/lr.txt" || fail "lr fingerprints: $(cat "$work/lr.txt")"
+    grep -q "^different: the runs part by step 13$" "$work/lr.txt" || fail "lr verdict: $(cat "$work/lr.txt")"
+    echo "ok: an LR changed at a resume after step 12 parts at step 13"
+    # The exact loss field is the loss's bits.
+    python3 - "$work/a/metrics.jsonl" <<'PY' || fail "loss_hex"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if r["kind"] == "step"]
+assert steps and all(float.fromhex(r["loss_hex"]) == r["loss"] for r in steps)
+assert all(r["from_step"] == r["step"] for r in steps)  # --log-every 1
+prints = [r for r in rows if r["kind"] == "fingerprint"]
+assert [r["step"] for r in prints] == list(range(1, 41)) and all(float.fromhex(r["params_hex"]) == r["params"] for r in prints)
+print("metrics ok")
+PY
+    # Two weight files.
+    "$ember" diff "$work/a/last.safetensors" "$work/resumed/last.safetensors" --exit-code |
+        grep -q "identical: all 6 tensors bitwise equal" || fail "weights identical"
+    "$ember" diff "$work/a/last.safetensors" "$work/seed/best.safetensors" > "$work/w.txt"
+    grep -q "6 of 6 tensors differ, the worst first" "$work/w.txt" || fail "weights: $(cat "$work/w.txt")"
+    grep -q "^  1.weight  *f32 \[512, 784\] " "$work/w.txt" || fail "weights rows: $(cat "$work/w.txt")"
+    expect_error "not one of each" "$ember" diff "$work/a" "$work/a/last.safetensors"
+    head -c 100 "$work/a/last.safetensors" > "$work/cut.safetensors"
+    expect_error "cut.safetensors" "$ember" diff "$work/a/last.safetensors" "$work/cut.safetensors"
+    expect_error "none.safetensors' does not exist" "$ember" diff "$work/a/last.safetensors" "$work/none.safetensors"
+    ;;
+doctor)
+    # ember doctor on a short configuration: the announced plan, the table
+    # (the reference first, each runnable trial with a verdict), the trials
+    # that do not apply with their reasons, the findings, the command line
+    # and doctor.json; bad input is one error line.
+    "$ember" doctor --model mlp --limit 2048 --batch-size 64 --steps 3 --rounds 2 --warmup-steps 1 \
+        --json "$work/doctor.json" > "$work/doctor.txt" || fail "doctor: $(tail -5 "$work/doctor.txt")"
+    grep -q "^ember doctor: mlp on cpu, batch 64, [0-9]* OpenMP threads; [0-9]* trials x 2 rounds of 3 steps after 1 warm-up steps; about [0-9]* s" \
+        "$work/doctor.txt" || fail "plan line: $(head -2 "$work/doctor.txt")"
+    grep -q "^-    the current settings  .*1.00x .*(the reference)$" "$work/doctor.txt" || fail "reference row"
+    grep -q "^#5   --amp bf16  .*x .*MB  \(faster\|slower\|within noise\)$" "$work/doctor.txt" || fail "amp row"
+    grep -q "^#4   --batch-size 512 --lr " "$work/doctor.txt" || fail "larger batch row (8 x 64)"
+    grep -q "^  #7   cuDNN benchmark mode: n/a on cpu: no cuDNN$" "$work/doctor.txt" || fail "n/a line"
+    grep -q "^  #12  ok   no convolution with a bias feeds a batch norm$" "$work/doctor.txt" || fail "#12 finding"
+    grep -q "^  #21  ok   inputs: mean " "$work/doctor.txt" || fail "#21 finding"
+    grep -q "^  ember train --model mlp .*--limit 2048" "$work/doctor.txt" || fail "command line: $(tail -3 "$work/doctor.txt")"
+    python3 - "$work/doctor.json" "$work/doctor.txt" <<'PY' || fail "doctor.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+assert d["model"] == "mlp" and d["device"] == "cpu" and d["rounds"] == 2 and d["steps"] == 3
+ran = [t for t in d["trials"] if "samples_per_s" in t]
+assert ran[0]["trial"] == "the current settings" and ran[0]["ratio"] == 1.0
+for t in ran:
+    s = t["samples_per_s"]
+    assert len(s["rounds"]) == 2 and s["min"] <= s["median"] <= s["max"] and s["min"] > 0, t
+    assert t["verdict"] in ("(the reference)", "faster", "slower", "within noise"), t
+    # The verdict follows the rule: faster only when its slowest round beats
+    # the reference's fastest, slower only when its fastest is behind its slowest.
+    if t is not ran[0]:
+        ref = ran[0]["samples_per_s"]
+        want = ("faster" if s["min"] > ref["max"] else "slower" if s["max"] < ref["min"] else "within noise")
+        assert t["verdict"] == want, (t, ref)
+assert all(t.get("not_applicable") for t in d["trials"] if "samples_per_s" not in t and "result" not in t)
+assert d["command"] in text and d["command"].startswith("ember train --model mlp")
+assert {f["tip"] for f in d["findings"]} >= {8, 12, 14, 21}
+print("doctor.json ok:", len(ran), "trials measured")
+PY
+    expect_error "drop --ddp" "$ember" doctor --ddp --json "$work/x.json"
+    expect_error "--rounds" "$ember" doctor --rounds 0
+    expect_error "--model" "$ember" doctor --model nothing
     ;;
 *) fail "unknown case $case_name" ;;
 esac

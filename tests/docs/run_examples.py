@@ -8,9 +8,9 @@ Usage: run_examples.py EMBER WORKDIR DOC...
 
 Short versions: a new training run gets --limit 512 --epochs 1 (a gpt also
 a tiny shape) and --out in WORKDIR; `--epochs N --extend` becomes
---epochs 2 --extend; a run directory named in the docs (runs/mlp-2026...)
+--epochs 2 --extend; a run directory named in the docs (runs/mlp-2026..., or a file in one)
 is the last run of that model that succeeded here, or a short run of it
-made for the purpose.
+made for the purpose; a --profile run gets the steps its window needs.
 """
 import re
 import shlex
@@ -75,7 +75,7 @@ def run_dir(model, runs):
 
 def short(args, runs, counter):
     """The short version of a command, and the model it trains (or None)."""
-    args = [re.sub(r"^runs/([a-z0-9_]+)-[0-9-]+$", lambda m: run_dir(m.group(1), runs), a)
+    args = [re.sub(r"^runs/([a-z0-9_]+)-[0-9-]+(?=/|$)", lambda m: run_dir(m.group(1), runs), a)
             for a in args]
     if args[1] != "train":
         return args, None
@@ -85,7 +85,11 @@ def short(args, runs, counter):
         return args, None
     model = value_of(args, "--model") or "mlp"
     args = without(without(args, "--epochs"), "--limit")
-    args += ["--epochs", "1", "--limit", "64" if model == "gpt" else "512"]
+    limit = "64" if model == "gpt" else "512"
+    if "--profile" in args:  # enough steps to reach the window's end
+        until = int(value_of(args, "--profile").split(":")[1])
+        limit = str((until + 1) * int(value_of(args, "--batch-size") or 128))
+    args += ["--epochs", "1", "--limit", limit]
     if model == "gpt":
         args += GPT_SMALL
     out = work / f"{model}-{counter}"
@@ -110,7 +114,7 @@ for doc in docs:
 
     # Every flag a table of this doc lists is one a command accepts.
     helps = ""
-    for cmd in ["train", "eval", "generate", "lr-find", "max-batch", "plot", "bench"]:
+    for cmd in ["train", "eval", "generate", "lr-find", "max-batch", "plot", "bench", "profile", "diff"]:
         helps += subprocess.run([ember, cmd, "--help"], capture_output=True, text=True).stdout
     for n, row in enumerate(doc.read_text().splitlines(), 1):
         m = re.match(r"^\| `(--[a-z0-9-]+)", row)

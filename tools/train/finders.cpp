@@ -138,13 +138,8 @@ CLI::App* add_max_batch_command(CLI::App& root, MaxBatchConfig& c) {
     return app;
 }
 
-namespace {
-
-// Whether one training step at `batch` fits: on a GPU, no out-of-memory
-// error; on the CPU, the step's peak of tensor memory within the budget.
-// `peak` receives the CPU step's peak in bytes.
-bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
-    TrainConfig t = c.train;
+bool step_fits(const TrainConfig& config, int64_t batch, double budget_mib, size_t* peak) {
+    TrainConfig t = config;
     t.batch_size = batch;
     t.limit = 0;
     t.workers = 0;
@@ -172,10 +167,43 @@ bool fits(const MaxBatchConfig& c, int64_t batch, size_t* peak) {
             return false;
         throw;
     }
-    return device.is_cuda() || *peak <= size_t(c.budget_mib * 1024 * 1024);
+    return device.is_cuda() || *peak <= size_t(budget_mib * 1024 * 1024);
 }
 
-}  // namespace
+BatchSearch largest_batch(const TrainConfig& c, double budget_mib, int64_t max_batch) {
+    size_t peak = 0;
+    EMBER_CHECK(step_fits(c, 1, budget_mib, &peak), "max-batch: not even a batch of 1 fits (",
+                peak / 1024, " KiB for one step)");
+    // Double until a batch does not fit (or the limit), then bisect.
+    BatchSearch s{.batch = 1, .peak_bytes = peak};
+    int64_t bad = 0;
+    while (s.batch < max_batch) {
+        const int64_t next = std::min(s.batch * 2, max_batch);
+        if (!step_fits(c, next, budget_mib, &peak)) {
+            bad = next;
+            break;
+        }
+        s.batch = next;
+        s.peak_bytes = peak;
+    }
+    while (bad > 0 && bad - s.batch > 1) {
+        const int64_t mid = s.batch + (bad - s.batch) / 2;
+        if (step_fits(c, mid, budget_mib, &peak)) {
+            s.batch = mid;
+            s.peak_bytes = peak;
+        } else {
+            bad = mid;
+        }
+    }
+    s.limited = bad == 0;
+    return s;
+}
+
+double scaled_lr(const TrainConfig& c, int64_t batch) {
+    const bool linear = c.optimizer == "sgd" || c.optimizer == "lars";
+    const double ratio = double(batch) / double(c.batch_size);
+    return effective_lr(c) * (linear ? ratio : std::sqrt(ratio));
+}
 
 int run_max_batch(CLI::App& app, MaxBatchConfig c) {
     apply_recipe_defaults(app, c.train);
@@ -196,38 +224,17 @@ int run_max_batch(CLI::App& app, MaxBatchConfig c) {
     std::printf("max-batch: %s on %s, %s\n", c.train.model.c_str(), device.str().c_str(),
                 device.is_cpu() ? ("budget " + std::to_string(int64_t(c.budget_mib)) + " MiB").c_str()
                                 : "the device's memory");
-    size_t peak = 0;
-    EMBER_CHECK(fits(c, 1, &peak), "max-batch: not even a batch of 1 fits (", peak / 1024,
-                " KiB for one step)");
-    // Double until a batch does not fit (or the limit), then bisect.
-    int64_t good = 1, bad = 0;
-    size_t good_peak = peak;
-    while (good < c.max_batch) {
-        const int64_t next = std::min(good * 2, c.max_batch);
-        if (!fits(c, next, &peak)) {
-            bad = next;
-            break;
-        }
-        good = next;
-        good_peak = peak;
-    }
-    while (bad > 0 && bad - good > 1) {
-        const int64_t mid = good + (bad - good) / 2;
-        if (fits(c, mid, &peak)) {
-            good = mid;
-            good_peak = peak;
-        } else {
-            bad = mid;
-        }
-    }
+    const BatchSearch found = largest_batch(c.train, c.budget_mib, c.max_batch);
+    const int64_t good = found.batch;
+    const size_t good_peak = found.peak_bytes;
+    const bool limited = found.limited;
     // The LR for the new batch, as a starting point: the square-root rule for
     // Adam-type optimizers (their update is normalized by the gradient's own
     // scale), the linear rule for SGD and LARS (Goyal et al.).
     const bool linear = c.train.optimizer == "sgd" || c.train.optimizer == "lars";
-    const double ratio = double(good) / double(c.train.batch_size);
-    const double lr = effective_lr(c.train) * (linear ? ratio : std::sqrt(ratio));
+    const double lr = scaled_lr(c.train, good);
     std::printf("largest batch: %lld%s", (long long)good,
-                bad == 0 ? (capped ? " (the whole training set)" : " (the --max limit)") : "");
+                limited ? (capped ? " (the whole training set)" : " (the --max limit)") : "");
     if (device.is_cpu()) std::printf(", %.1f MiB for one step", double(good_peak) / (1 << 20));
     std::printf("\n%s LR: %.3g (%g at batch %lld, times %s%lld/%lld%s) — a starting point: large "
                 "batches may need a warm-up and generalize worse\n",

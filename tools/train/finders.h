@@ -38,4 +38,21 @@ int run_lr_find(CLI::App& app, LrFindConfig c);
 /// one for SGD and LARS (docs/tips.md #4).
 int run_max_batch(CLI::App& app, MaxBatchConfig c);
 
+/// Whether one training step of `config` at `batch` fits: on a GPU, no
+/// out-of-memory error; on the CPU, the step's peak of tensor memory within
+/// `budget_mib`. `peak` receives the step's peak in bytes.
+bool step_fits(const TrainConfig& config, int64_t batch, double budget_mib, size_t* peak);
+
+struct BatchSearch {
+    int64_t batch = 1;      ///< the largest that fitted
+    size_t peak_bytes = 0;  ///< its step's peak
+    bool limited = false;   ///< it is `max_batch` (larger ones were not tried)
+};
+/// The largest batch up to `max_batch` whose step fits (doubling, then
+/// bisecting); an Error when not even 1 does.
+BatchSearch largest_batch(const TrainConfig& c, double budget_mib, int64_t max_batch);
+/// The LR for `batch` from c's LR at c.batch_size: the square-root rule for
+/// Adam-type optimizers, the linear rule for SGD and LARS (docs/tips.md #4).
+double scaled_lr(const TrainConfig& c, int64_t batch);
+
 }  // namespace ember::train

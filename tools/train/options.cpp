@@ -161,6 +161,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
     app.add_option("--log-every", c.log_every, "Steps between progress lines and metrics")
         ->check(cli::whole(1, int64_t(1) << 30))
         ->capture_default_str();
+    app.add_option("--fingerprint-every", c.fingerprint_every,
+                   "Steps between checksums of the parameters in metrics.jsonl, for `ember diff` "
+                   "(a host read each; 0: none)")
+        ->check(cli::at_least(0))
+        ->capture_default_str();
     app.add_option("--limit", c.limit, "Train on the first N samples only (0: all)")
         ->check(cli::at_least(0))
         ->capture_default_str();
@@ -266,8 +271,9 @@ std::vector<std::string> config_args(const std::string& text, const std::string&
 
 std::vector<std::string> expand_config(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
-    const auto train = std::find(args.begin(), args.end(), std::string("train"));
-    if (train == args.end()) return args;
+    // The commands that take the flags of ember train: train, and doctor.
+    if (args.size() < 2 || (args[1] != "train" && args[1] != "doctor")) return args;
+    const auto train = args.begin() + 1;
     std::string file, resume, out;
     for (auto it = train + 1; it != args.end(); ++it) {
         auto value_of = [&](const std::string& flag) -> std::optional<std::string> {

@@ -27,10 +27,10 @@ void add_train_options(CLI::App& app, TrainConfig& c);
 /// validation to report.
 void apply_recipe_defaults(CLI::App& app, TrainConfig& c);
 
-/// The command line with `ember train`'s config file read in: for
-/// `--config FILE` (or, with `--resume DIR` and no --config, DIR/config.toml)
-/// each `key = value` line of FILE becomes `--key=value` right after
-/// "train", before the flags given, which therefore override it. Comments
+/// The command line with `ember train`'s (or `ember doctor`'s) config file
+/// read in: for `--config FILE` (or, with `--resume DIR` and no --config,
+/// DIR/config.toml) each `key = value` line of FILE becomes `--key=value`
+/// right after "train", before the flags given, which therefore override it. Comments
 /// (#), blank lines and empty values are skipped; `true`/`false` turn flags
 /// on or leave them off. A missing or unreadable file is an Error.
 std::vector<std::string> expand_config(int argc, char** argv);
