@@ -4,10 +4,11 @@
 # their PyTorch peer (tools/device/torch_peer.py), `ember train --device
 # cuda` end to end on synthetic data (no dataset needed), the reference
 # models' training steps beside PyTorch's on the same GPU
-# (bench/compare_pytorch.py step --device cuda: f32, and bf16 autocast), and
-# print a short table last. Expects .deps from tools/device/prepare.sh when
+# (bench/compare_pytorch.py step --device cuda: f32, and bf16 autocast), a
+# profiled resnet8 (trace.json) and `ember doctor` on the GPU, and print a
+# short table last. Expects .deps from tools/device/prepare.sh when
 # the Debian packages are missing. Results go to $OUT (or ./device-out).
-# Budget: under 8 minutes on one H200, most of it the build.
+# Budget: under 10 minutes on one H200, most of it the build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-device-out}"
@@ -103,6 +104,14 @@ for model in mlp resnet8; do
             > "$work/steps_${model}_$amp.json" 2> "$work/steps_${model}_$amp.err" || steps_rc=1
     done
 done
+# The profiler and the doctor on the GPU (docs/profiling.md, docs/doctor.md):
+# a trace with the CUDA stream's kernel times, and the GPU's trials.
+prof_rc=0
+timeout 60 build/device/tools/ember train --model resnet8 --data synthetic --device cuda --epochs 1 \
+    --limit 2560 --profile 10:20 --out "$work/run-prof" > "$work/train_profile.txt" 2>&1 || prof_rc=1
+cp "$work/run-prof/trace.json" "$out/trace.json" 2>/dev/null
+timeout 150 build/device/tools/ember doctor --model resnet8 --data synthetic --device cuda --rounds 2 \
+    --steps 20 --json "$out/doctor.json" > "$work/train_doctor.txt" 2>&1 || prof_rc=1
 for f in "$work"/train_*.txt "$work"/steps_*; do echo "==> $f"; cat "$f"; done > "$out/models.txt"
 echo
 echo "== CUDA rows against PyTorch (ember ms / torch ms; below 1 is faster)"
@@ -137,6 +146,8 @@ echo "bench:      rc=$bench_rc  ($(grep -c '"family"' "$out/bench.json") rows in
 echo "torch peer: rc=$peer_rc"
 echo "train:      rc=$train_rc  $(grep -h 'metrics ok' "$work"/train_*.txt | tr '\n' ' ')"
 echo "vs torch:   rc=$steps_rc  (models.txt)"
+echo "profile:    rc=$prof_rc  $(grep -h '^ops \|^on the GPU' "$work/train_profile.txt" | tr '\n' ' ')"
+echo "doctor:     $(grep -h 'the doctor took' "$work/train_doctor.txt")"
 [ $tests_rc -ne 0 ] && grep -B3 -A12 'FAILED' "$out/test_cuda.txt" | head -60
 [ $bench_rc -ne 0 ] && tail -5 "$out/bench_err.txt"
 [ $train_rc -ne 0 ] && tail -n 8 "$work"/train_*.txt
