@@ -15,5 +15,10 @@ TEST_CASE("the doctor's verdicts need the ranges apart", "[doctor]") {
     CHECK(train::verdict({.samples_per_s = {80, 99, 90}}, base) == "slower");
     CHECK(train::verdict({.samples_per_s = {80, 100, 90}}, base) == "within noise");
     CHECK(train::verdict({.samples_per_s = {50, 200, 120}}, base) == "within noise");  // a wide spread
+    // Apart, but by less than 3 %: not named.
+    CHECK(train::verdict({.samples_per_s = {107.5, 108, 108.5}}, {.samples_per_s = {105, 106, 107}}) ==
+          "within noise");
+    CHECK(train::verdict({.samples_per_s = {110.5, 110.3, 111}}, {.samples_per_s = {105, 106, 107}}) ==
+          "faster");
     CHECK(train::verdict({.failure = "does not fit"}, base) == "does not fit");
 }

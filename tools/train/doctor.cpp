@@ -31,6 +31,11 @@ std::string format(const char* fmt, auto... args) {
     return buf;
 }
 
+// The least difference a verdict names: the ranges of three rounds can stand
+// apart by chance by a percent or two (a 2 % "faster" that separate runs
+// did not reproduce, bench/RESULTS.md).
+constexpr double kLeastEffect = 0.03;
+
 double median(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -89,8 +94,13 @@ std::vector<Trial> trials_for(const TrainConfig& c, Device device, int threads, 
                                 x.batch_size = big_batch;
                                 x.lr = big_lr;
                             }));
-    t.push_back(variant(c, 7, "cuDNN benchmark mode", {}, nullptr,
-                        cpu ? on + ": no cuDNN" : "always on unless --deterministic"));
+    // cuDNN's benchmark mode is on unless --deterministic: the trial turns
+    // it off (or, for a deterministic run, on).
+    t.push_back(variant(c, 7, c.deterministic ? "cuDNN benchmark mode (no --deterministic)" : "--deterministic",
+                        c.deterministic ? std::vector<std::string>{"--deterministic=false"}
+                                        : std::vector<std::string>{"--deterministic"},
+                        [](TrainConfig& x) { x.deterministic = !x.deterministic; },
+                        cpu ? on + ": no cuDNN" : ""));
     t.push_back(variant(c, 5, "TF32 matmuls", {}, nullptr, cpu ? on + ": no tensor cores" : "not a flag yet"));
     t.push_back(variant(c, 6, "fused vs per-tensor optimizer", {}, nullptr,
                         "n/a: ember's optimizers are always fused (one multi-tensor update per group)"));
@@ -123,8 +133,9 @@ std::string verdict(const TrialResult& trial, const TrialResult& base) {
     if (!trial.failure.empty() || trial.samples_per_s.empty()) return trial.failure;
     const auto [tlo, thi] = std::minmax_element(trial.samples_per_s.begin(), trial.samples_per_s.end());
     const auto [blo, bhi] = std::minmax_element(base.samples_per_s.begin(), base.samples_per_s.end());
-    if (*tlo > *bhi) return "faster";
-    if (*thi < *blo) return "slower";
+    const double ratio = median(trial.samples_per_s) / median(base.samples_per_s);
+    if (*tlo > *bhi && ratio >= 1 + kLeastEffect) return "faster";
+    if (*thi < *blo && ratio <= 1 - kLeastEffect) return "slower";
     return "within noise";
 }
 
@@ -135,7 +146,7 @@ CLI::App* add_doctor_command(CLI::App& root, DoctorConfig& c) {
     app->add_option("--rounds", c.rounds, "Interleaved rounds of every trial")
         ->check(cli::whole(1, 100))
         ->capture_default_str();
-    app->add_option("--steps", c.steps, "Timed steps per trial and round (0: about a second's worth)")
+    app->add_option("--steps", c.steps, "Timed steps per trial and round (0: a second's worth, at least 5)")
         ->check(cli::whole(0, 1000000))
         ->capture_default_str();
     app->add_option("--warmup-steps", c.warmup, "Steps before each timed span")
@@ -236,25 +247,37 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
     const double build_s = elapsed() - built_at;  // each trial's run is built for each round
     double step_s = 0;
     for (int64_t n = 4, warm = c.warmup + 2;; n *= 2, warm = 0) {
-        const double rate = base->time(warm, n, nullptr);
+        const double rate = base->time(warm, n, 0, nullptr);
         step_s = double(c.train.batch_size * c.train.accumulate) / std::max(rate, 1e-9);
         if (double(n) * step_s >= 0.25 || n >= 4096) break;
     }
-    const int64_t steps = c.steps > 0 ? c.steps : std::clamp<int64_t>(int64_t(1.0 / step_s), 5, 500);
+    // A round of a trial: --steps steps, or (by default) at least 5 steps
+    // and a second's worth of them, whatever the trial's speed, so that the
+    // whole doctor takes the time it announces.
+    const double round_s = c.steps > 0 ? 0.0 : 1.0;
+    const int64_t steps = c.steps > 0 ? c.steps : 5;
     int64_t runnable = 0;
     double estimate = 0;
     for (const Trial& t : trials) {
         if (!t.not_applicable.empty()) continue;
         ++runnable;
-        const double scale = double(t.config.batch_size * t.config.accumulate) /
+        // A trial may be slower per sample than the reference: its warm-up
+        // and its least steps are counted at twice the reference's time.
+        const double scale = 2 * double(t.config.batch_size * t.config.accumulate) /
                              double(c.train.batch_size * c.train.accumulate);
-        estimate += c.rounds * (double(steps + c.warmup) * step_s * scale + build_s);
+        const double timed = std::max(round_s, double(steps) * step_s * scale);
+        estimate += c.rounds * (double(c.warmup) * step_s * scale + timed + build_s);
     }
     estimate += build_s + 10 * step_s;  // the profiled steps and the findings
-    std::printf("ember doctor: %s on %s, batch %lld, %d OpenMP threads; %lld trials x %d rounds of %lld steps "
-                "after %lld warm-up steps; about %.0f s (the batch search took %.1f s)\n",
+    // Rounds end at a step's end, and building and dropping a run varies
+    // (loader threads start and join): 15 % on top, measured on 2 cores.
+    estimate *= 1.15;
+    const std::string round = c.steps > 0 ? format("%lld steps", (long long)steps)
+                                          : std::string("a second of steps (at least 5)");
+    std::printf("ember doctor: %s on %s, batch %lld, %d OpenMP threads; %lld trials x %d rounds of %s after %lld "
+                "warm-up steps; about %.0f s (the batch search took %.1f s)\n",
                 c.train.model.c_str(), device.str().c_str(), (long long)c.train.batch_size, threads,
-                (long long)runnable, c.rounds, (long long)steps, (long long)c.warmup, estimate, elapsed());
+                (long long)runnable, c.rounds, round.c_str(), (long long)c.warmup, estimate, elapsed());
     std::fflush(stdout);
 
     // The rounds interleave the trials. Each trial's run is built for its
@@ -275,7 +298,7 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
             }
             try {
                 size_t peak = 0;
-                results[i].samples_per_s.push_back(runner->time(c.warmup, steps, &peak));
+                results[i].samples_per_s.push_back(runner->time(c.warmup, steps, round_s, &peak));
                 results[i].peak_bytes = std::max(results[i].peak_bytes, peak);
             } catch (const Error& e) {
                 // Out of memory is a result, not the end of the doctor.
@@ -285,7 +308,8 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
         }
     base = std::make_unique<TrialRunner>(trials[0].config, threads);
     std::vector<Finding> findings = model_findings(*base);
-    for (Finding& f : profile_findings(*base, std::min<int64_t>(steps, 10))) findings.push_back(std::move(f));
+    const int64_t profiled = c.steps > 0 ? std::min<int64_t>(c.steps, 10) : 10;
+    for (Finding& f : profile_findings(*base, profiled)) findings.push_back(std::move(f));
 
     // The table.
     const TrialResult& ref = results[0];
@@ -332,7 +356,7 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
     std::printf("larger batch: %s. Its LR is ember max-batch's scaling; larger batches may need a "
                 "warm-up and generalize worse: check the accuracy, not only the speed\n",
                 margin.c_str());
-    std::printf("\nfindings (the model, one batch, %lld profiled steps):\n", (long long)std::min<int64_t>(steps, 10));
+    std::printf("\nfindings (the model, one batch, %lld profiled steps):\n", (long long)profiled);
     nlohmann::ordered_json jfindings = nlohmann::ordered_json::array();
     for (const Finding& f : findings) {
         std::printf("  %-4s %-4s %s\n", f.tip > 0 ? ("#" + std::to_string(f.tip)).c_str() : "-", f.level.c_str(),
@@ -367,6 +391,7 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
                                {"threads", threads},
                                {"rounds", c.rounds},
                                {"steps", steps},
+                               {"round_seconds", round_s},
                                {"warmup_steps", c.warmup},
                                {"larger_batch", margin},
                                {"trials", jtrials},

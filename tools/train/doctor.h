@@ -48,8 +48,9 @@ struct TrialResult {
 };
 
 /// "faster", "slower" or "within noise" against `base`: faster only when
-/// the trial's slowest round beats the base's fastest, slower only when its
-/// fastest is behind the base's slowest.
+/// the trial's slowest round beats the base's fastest and its median is at
+/// least 3 % above the base's, slower only when its fastest is behind the
+/// base's slowest and its median at least 3 % below.
 std::string verdict(const TrialResult& trial, const TrialResult& base);
 
 }  // namespace ember::train

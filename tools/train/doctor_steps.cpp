@@ -87,7 +87,7 @@ int64_t TrialRunner::step() {
     return samples;
 }
 
-double TrialRunner::time(int64_t warmup, int64_t steps, size_t* peak) {
+double TrialRunner::time(int64_t warmup, int64_t steps, double seconds, size_t* peak) {
     const int before_threads = omp_get_max_threads();
     omp_set_num_threads(threads_);
     struct Restore {
@@ -99,10 +99,14 @@ double TrialRunner::time(int64_t warmup, int64_t steps, size_t* peak) {
     reset_peak_memory_stats(run_.device);
     const size_t held = memory_stats(run_.device).allocated_bytes;
     const auto t0 = Clock::now();
+    auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     int64_t samples = 0;
-    for (int64_t i = 0; i < steps; ++i) samples += step();
+    for (int64_t i = 0; i < steps || (seconds > 0 && since() < seconds); ++i) {
+        samples += step();
+        if (seconds > 0 && i + 1 >= steps) wait_for(run_.device);  // the clock must see the GPU's work
+    }
     wait_for(run_.device);
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double secs = since();
     if (peak) *peak = memory_stats(run_.device).peak_allocated_bytes - held;
     return secs > 0 ? double(samples) / secs : 0;
 }

@@ -21,10 +21,11 @@ class TrialRunner {
 
     /// One optimizer step (its micro-batches); returns the samples it took.
     int64_t step();
-    /// `warmup` steps, then `steps` timed ones: their samples per second.
+    /// `warmup` steps, then at least `steps` timed ones and, with `seconds`
+    /// > 0, more until that long has passed: their samples per second.
     /// `peak` (if given) receives the timed steps' peak tensor memory beyond
     /// what was held before them.
-    double time(int64_t warmup, int64_t steps, size_t* peak);
+    double time(int64_t warmup, int64_t steps, double seconds, size_t* peak);
     /// The next training batch (a new epoch when one ends).
     std::optional<data::Batch> next();
     const Run& run() const { return run_; }
