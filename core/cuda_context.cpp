@@ -108,17 +108,6 @@ std::string cuda_versions() {
     return s;
 }
 
-// The one process-wide TF32 switch of f32 matmul (core/cuda_context.h).
-namespace {
-std::atomic<bool>& allow_tf32_flag() {
-    static std::atomic<bool> on{false};
-    return on;
-}
-}  // namespace
-
-void set_allow_tf32(bool on) { allow_tf32_flag().store(on, std::memory_order_relaxed); }
-bool allow_tf32() { return allow_tf32_flag().load(std::memory_order_relaxed); }
-
 // ---- The context ----
 
 struct CudaContext::Resources {

@@ -1,14 +1,11 @@
-// Device parsing and printing, and the sync-debug switch (core/cuda_context.h).
+// Device parsing and printing.
 #include "core/device.h"
 
-#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 #include "core/cuda_context.h"
-
 #include "core/error.h"
 
 namespace ember {
@@ -33,22 +30,5 @@ std::string Device::str() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
-
-namespace {
-// The one process-wide switch of sync-debug mode, read by every CUDA op.
-std::atomic<bool>& sync_debug_flag() {
-    static std::atomic<bool> on{[] {
-        const char* v = std::getenv("EMBER_SYNC_DEBUG");
-        if (v == nullptr) return false;
-        for (const char* off : {"", "0", "false", "off", "no"})
-            if (strcasecmp(v, off) == 0) return false;
-        return true;
-    }()};
-    return on;
-}
-}  // namespace
-
-void set_sync_debug(bool on) { sync_debug_flag().store(on, std::memory_order_relaxed); }
-bool sync_debug() { return sync_debug_flag().load(std::memory_order_relaxed); }
 
 }  // namespace ember

@@ -1,6 +1,5 @@
 // Stand-ins used when ember is built without its CUDA backend: every request
 // for device memory, a stream, an event or a device context is a clear error.
-#include <atomic>
 
 #include "core/allocator.h"
 #include "core/cuda_context.h"
@@ -17,17 +16,6 @@ namespace {
 }  // namespace
 
 bool cuda_built() { return false; }
-
-// The TF32 switch keeps its value without CUDA too (core/cuda_context.h);
-// nothing reads it.
-namespace {
-std::atomic<bool>& allow_tf32_flag() {
-    static std::atomic<bool> on{false};
-    return on;
-}
-}  // namespace
-void set_allow_tf32(bool on) { allow_tf32_flag().store(on, std::memory_order_relaxed); }
-bool allow_tf32() { return allow_tf32_flag().load(std::memory_order_relaxed); }
 
 std::string cuda_versions() { return ""; }
 int cuda_device_count() { return 0; }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -21,18 +20,10 @@ namespace ember {
 
 namespace {
 
-std::atomic<bool> g_benchmark{true};
-std::atomic<bool> g_deterministic{false};
-
 constexpr int kMaxDevices = 64;  // as core/cuda_context.cpp
 constexpr const char* kMagic = "ember-conv-algorithms 1";
 
 }  // namespace
-
-void set_cudnn_benchmark(bool on) { g_benchmark.store(on, std::memory_order_relaxed); }
-bool cudnn_benchmark() { return g_benchmark.load(std::memory_order_relaxed); }
-void set_cudnn_deterministic(bool on) { g_deterministic.store(on, std::memory_order_relaxed); }
-bool cudnn_deterministic() { return g_deterministic.load(std::memory_order_relaxed); }
 
 namespace kernels {
 
