@@ -28,7 +28,7 @@ using math::cast;
 // Columns per strip (8 KiB runs of each row; the accumulator row stays in L1),
 // rows summed in registers before the pairwise tree, rows per parallel chunk.
 inline constexpr int64_t kTile = 2048;
-inline constexpr int64_t kLeafRows = 8;
+inline constexpr int64_t kLeafRows = kReduceColLeaf;  // kernels/reduce_order.h, shared with CUDA
 inline constexpr int64_t kChunkRows = kLeafRows << 7;
 
 int64_t threads() { return omp_get_max_threads(); }

@@ -15,6 +15,7 @@
 #include "loop.h"
 #include "../math.h"
 #include "../reduce.h"
+#include "../reduce_order.h"
 #include "../view.h"
 
 namespace ember::kernels::cpu {
@@ -48,8 +49,8 @@ void min(const View& values, const View& indices, const View& in, ReduceShape s)
 // threads, then recombined with the same rule over the chunks, gives bit-identical results to the
 // serial sum: results do not depend on the number of threads.
 
-inline constexpr int kLanes = 16;              // 1 AVX-512 / 2 AVX2 registers of f32
-inline constexpr int64_t kLeaf = 256;          // elements per leaf: 16 terms per lane
+inline constexpr int kLanes = kReduceLanes;       // kernels/reduce_order.h, shared with CUDA
+inline constexpr int64_t kLeaf = kReduceRowLeaf;  // elements per leaf: 16 terms per lane
 inline constexpr int64_t kChunk = kLeaf << 8;  // elements per parallel chunk (65536)
 // Exact ops compare and select, a longer dependency chain than an add: they
 // use 64 lanes (4 registers) so that consecutive iterations do not wait.

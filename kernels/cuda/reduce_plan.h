@@ -10,6 +10,7 @@
 
 #include "../../core/macros.h"
 #include "../reduce.h"
+#include "../reduce_order.h"
 
 namespace ember::kernels::cuda {
 
@@ -31,9 +32,8 @@ namespace ember::kernels::cuda {
 // row and the combine threads over them) computes subtrees of it. A thread
 // folds a sequence of equal subtrees with a binary counter (TreeStack).
 
-inline constexpr int64_t kReduceRowLeaf = 256;  // cpu::kLeaf
-inline constexpr int kReduceLanes = 16;         // cpu::kLanes
-inline constexpr int64_t kReduceColLeaf = 8;    // kLeafRows in kernels/cpu/reduce.cpp
+// kReduceRowLeaf, kReduceLanes and kReduceColLeaf: kernels/reduce_order.h,
+// the CPU's own.
 inline constexpr int kReduceBlock = 256;        // threads of a rows or columns block
 inline constexpr int kReduceCombineBlock = 256; // threads folding one output's chunks
 inline constexpr int64_t kReduceMinRowChunk = 16;  // leaves (4096 elements) a warp takes at least
