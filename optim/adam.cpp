@@ -32,10 +32,9 @@ Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled)
 AdamW::AdamW(std::vector<GroupSpec> groups, const AdamWOptions& o)
     : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
 
-void Adam::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t = update_tensors(b);
+void Adam::update(const Hyper& h, const kernels::UpdateTensors& t) {
     // The step (and, with a schedule's tables, the LR and beta1) comes from each
-    // parameter's own count (b.steps).
+    // parameter's own count (t.steps).
     kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1, h.amsgrad});
 }
 

@@ -28,7 +28,7 @@ public:
 
 protected:
     Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled);
-    void update(const Hyper& h, const Batch& b) override;
+    void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper& h) const override { return h.amsgrad ? 3 : 2; }
     const char* buffer_name(int k) const override {
         return k == 0 ? "exp_avg" : k == 1 ? "exp_avg_sq" : "max_exp_avg_sq";

@@ -37,8 +37,7 @@ Hyper lars_hyper(const LARSOptions& o) {
 LAMB::LAMB(std::vector<GroupSpec> groups, const LAMBOptions& o)
     : Optimizer(std::move(groups), lamb_hyper(o)) {}
 
-void LAMB::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t = update_tensors(b);
+void LAMB::update(const Hyper& h, const kernels::UpdateTensors& t) {
     kernels::lamb_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1});  // own counts
 }
 
@@ -50,8 +49,7 @@ void LARS::exclude(size_t group, bool on) {
     groups()[group].hyper.exclude_from_lars = on;
 }
 
-void LARS::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t = update_tensors(b);
+void LARS::update(const Hyper& h, const kernels::UpdateTensors& t) {
     kernels::lars_update(t, {h.lr, h.momentum, h.weight_decay, h.trust_coefficient, h.eps,
                              h.exclude_from_lars, true});  // `first` from the own counts
 }

@@ -24,7 +24,7 @@ public:
     const char* name() const override { return "LAMB"; }
 
 protected:
-    void update(const Hyper& h, const Batch& b) override;
+    void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper&) const override { return 2; }
     const char* buffer_name(int k) const override { return k == 0 ? "exp_avg" : "exp_avg_sq"; }
     /// momentum() and a schedule's momentum table are beta1.
@@ -53,7 +53,7 @@ public:
     void exclude(size_t group, bool on = true);
 
 protected:
-    void update(const Hyper& h, const Batch& b) override;
+    void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper&) const override { return 1; }
     const char* buffer_name(int) const override { return "momentum_buffer"; }
 };

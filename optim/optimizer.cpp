@@ -82,8 +82,11 @@ void Optimizer::run_step(const Tensor& found_inf) {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         const ParamGroup& g = groups_[gi];
         const int nbuf = buffers(g.hyper);
-        Batch batch;
+        kernels::UpdateTensors batch;  // one fused call's tensors (kernels/optim.h)
         batch.found_inf = found_inf;
+        batch.stochastic_copy = stochastic_;
+        batch.seed = seed_;
+        batch.step = uint64_t(calls_);  // this call's Philox stream
         Tensor& counts = counts_[gi];
         std::vector<size_t> included;
         for (size_t i = 0; i < g.params.size(); ++i) {
@@ -161,25 +164,6 @@ std::vector<int64_t> Optimizer::param_steps(size_t group) const {
     std::vector<int64_t> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = both[2 * i + phase_[group][i]];
     return out;
-}
-
-kernels::UpdateTensors Optimizer::update_tensors(const Batch& b) const {
-    kernels::UpdateTensors t;
-    t.params = b.params;
-    t.grads = b.grads;
-    t.state1 = b.state1;
-    t.state2 = b.state2;
-    t.state3 = b.state3;
-    t.copies = b.copies;
-    t.stochastic_copy = stochastic_;
-    t.seed = seed_;
-    t.step = uint64_t(calls_);  // this call's Philox stream
-    t.steps = b.steps;
-    t.next_steps = b.next_steps;
-    t.found_inf = b.found_inf;
-    t.lr_table = b.lr_table;
-    t.momentum_table = b.momentum_table;
-    return t;
 }
 
 std::vector<Tensor> Optimizer::gradients() const {

@@ -149,22 +149,14 @@ public:
 protected:
     Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults);
 
-    /// The tensors of one fused call: the group's parameters that have a
-    /// gradient, each with its own step count and the place of its next one
-    /// (one-element i64 views of the group's counts, on their device,
-    /// written by the kernels), the found-inf flag of step_unless (else
-    /// undefined) and the group's schedule tables (else undefined). The
-    /// rules pass them on as kernels::UpdateTensors' steps, next_steps,
-    /// found_inf, lr_table and momentum_table.
-    struct Batch {
-        std::vector<Tensor> params, grads, state1, state2, state3, copies, steps, next_steps;
-        Tensor found_inf, lr_table, momentum_table;
-    };
-    /// Applies the rule to one batch of one group.
-    virtual void update(const Hyper& h, const Batch& b) = 0;
-    /// The kernels' view of a batch (kernels/optim.h), with the
-    /// stochastic-rounding stream of this call.
-    kernels::UpdateTensors update_tensors(const Batch& b) const;
+    /// Applies the rule to the tensors of one fused call of one group
+    /// (kernels/optim.h): the group's parameters that have a gradient, each
+    /// with its own step count and the place of its next one (one-element
+    /// i64 views of the group's counts, on their device, written by the
+    /// kernels), the found-inf flag of step_unless (else undefined), the
+    /// group's schedule tables (else undefined), and this call's
+    /// stochastic-rounding stream.
+    virtual void update(const Hyper& h, const kernels::UpdateTensors& t) = 0;
     /// How many state buffers a parameter of a group with `h` keeps (0 to
     /// 3), and their names in saved state.
     virtual int buffers(const Hyper& h) const = 0;

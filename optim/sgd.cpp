@@ -28,10 +28,9 @@ Hyper sgd_hyper(const SGDOptions& o) {
 SGD::SGD(std::vector<GroupSpec> groups, const SGDOptions& o)
     : Optimizer(std::move(groups), sgd_hyper(o)) {}
 
-void SGD::update(const Hyper& h, const Batch& b) {
-    const kernels::UpdateTensors t = update_tensors(b);
+void SGD::update(const Hyper& h, const kernels::UpdateTensors& t) {
     // `first` (and, with a schedule's tables, the LR and momentum) comes from each
-    // parameter's own step count (b.steps).
+    // parameter's own step count (t.steps).
     kernels::sgd_update(t, {h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, true});
 }
 

@@ -24,7 +24,7 @@ public:
     const char* name() const override { return "SGD"; }
 
 protected:
-    void update(const Hyper& h, const Batch& b) override;
+    void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper& h) const override { return h.momentum != 0 ? 1 : 0; }
     const char* buffer_name(int) const override { return "momentum_buffer"; }
 };
