@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/strprintf.h"
 #include "kernels/profile_trace.h"
 
 namespace ember::kernels {
@@ -17,12 +18,6 @@ struct Row {
     double dur_us = 0;  // ops: their whole time, which rates are computed from
     double flops = 0, bytes = 0;
 };
-
-std::string format(const char* fmt, auto... args) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    return buf;
-}
 
 // A span's place in the nesting: its own time (less its children's) and the
 // step it lies in (-1: none).
@@ -59,9 +54,9 @@ std::vector<Nested> nest(const std::vector<TraceEvent>& ev, const std::vector<si
 }
 
 std::string rate(double value, double limit) {
-    if (value <= 0) return format("%8s %6s", "", "");
-    if (limit <= 0) return format("%8.1f %6s", value, "");
-    return format("%8.1f %5.1f%%", value, 100.0 * value / limit);
+    if (value <= 0) return strprintf("%8s %6s", "", "");
+    if (limit <= 0) return strprintf("%8.1f %6s", value, "");
+    return strprintf("%8.1f %5.1f%%", value, 100.0 * value / limit);
 }
 
 }  // namespace
@@ -123,27 +118,27 @@ std::string summarize(const Trace& t, const SummaryOptions& options) {
     s += "profile";
     if (!t.info.title.empty()) s += " of " + t.info.title;
     if (whole)
-        s += format(": %.3f ms recorded (no steps marked)\n", total_us / 1e3);
+        s += strprintf(": %.3f ms recorded (no steps marked)\n", total_us / 1e3);
     else
-        s += format(": %zu steps (%s to %s), %.3f ms per step\n", steps.size(),
+        s += strprintf(": %zu steps (%s to %s), %.3f ms per step\n", steps.size(),
                     ev[steps.front()].name.c_str(), ev[steps.back()].name.c_str(), total_us / per / 1e3);
     if (lim.gemm_gflops > 0 || lim.copy_gbps > 0)
-        s += format("limits on %s, measured as ember bench does: f32 GEMM %.1f GFLOP/s, copy %.1f GB/s\n",
+        s += strprintf("limits on %s, measured as ember bench does: f32 GEMM %.1f GFLOP/s, copy %.1f GB/s\n",
                     lim.device.c_str(), lim.gemm_gflops, lim.copy_gbps);
     // The name column fits the longest name shown (signatures make long ones).
     int width = 28;
     for (size_t k = 0; k < sorted.size() && int(k) < options.top; ++k)
         width = std::max(width, int(sorted[k].name.size()));
     width = std::min(width, 120);
-    s += format("%-*s %-10s %7s %9s %6s %9s %8s %6s %8s %6s\n", width, "op or range", "kind", "calls",
+    s += strprintf("%-*s %-10s %7s %9s %6s %9s %8s %6s %8s %6s\n", width, "op or range", "kind", "calls",
                 "ms/step", "%step", "mean us", "GFLOP/s", "%GEMM", "GB/s", "%copy");
     // calls < 0: a row of time only (no calls, no mean).
     auto line = [&](const std::string& name, const std::string& kind, double calls, double self_us,
                     double mean_us, const std::string& rates) {
         const std::string n = int(name.size()) > width ? name.substr(0, size_t(width) - 3) + "..." : name;
-        const std::string counts = calls < 0 ? format("%7s", "") : format("%7.1f", calls);
-        const std::string mean = calls < 0 ? format("%9s", "") : format("%9.1f", mean_us);
-        s += format("%-*s %-10s %s %9.3f %6.1f %s %s\n", width, n.c_str(), kind.c_str(), counts.c_str(),
+        const std::string counts = calls < 0 ? strprintf("%7s", "") : strprintf("%7.1f", calls);
+        const std::string mean = calls < 0 ? strprintf("%9s", "") : strprintf("%9.1f", mean_us);
+        s += strprintf("%-*s %-10s %s %9.3f %6.1f %s %s\n", width, n.c_str(), kind.c_str(), counts.c_str(),
                     self_us / per / 1e3, total_us > 0 ? 100.0 * self_us / total_us : 0.0, mean.c_str(),
                     rates.c_str());
         while (s.size() > 1 && s[s.size() - 2] == ' ') s.erase(s.size() - 2, 1);  // no trailing blanks
@@ -165,7 +160,7 @@ std::string summarize(const Trace& t, const SummaryOptions& options) {
         line(r.name, r.kind, double(r.calls) / per, r.self_us, r.self_us / double(r.calls), rates);
     }
     if (rest_rows > 0)
-        line(format("(%zu more rows)", rest_rows), "", rest_calls / per, rest_us,
+        line(strprintf("(%zu more rows)", rest_rows), "", rest_calls / per, rest_us,
              rest_us / std::max(1.0, rest_calls), "");
     line("(outside every op and range)", "", -1, outside, 0, "");
     bool cached = false;
@@ -174,7 +169,7 @@ std::string summarize(const Trace& t, const SummaryOptions& options) {
         cached |= lim.copy_gbps > 0 && secs > 0 && sorted[k].bytes / secs / 1e9 > lim.copy_gbps;
     }
     if (total_us > 0)
-        s += format("ops %.1f %% of the %s, named ranges' own time %.1f %%, outside both %.1f %%\n",
+        s += strprintf("ops %.1f %% of the %s, named ranges' own time %.1f %%, outside both %.1f %%\n",
                     100.0 * op_self / total_us, whole ? "time" : "step", 100.0 * range_self / total_us,
                     100.0 * outside / total_us);
     if (cached)
@@ -197,7 +192,7 @@ std::string summarize(const Trace& t, const SummaryOptions& options) {
         std::vector<Row> g;
         for (auto& [key, r] : gpu) g.push_back(std::move(r));
         std::stable_sort(g.begin(), g.end(), [](const Row& a, const Row& b) { return a.dur_us > b.dur_us; });
-        s += format("on the GPU: %.3f ms of kernels per step (%.1f %% of the step)\n", gpu_us / per / 1e3,
+        s += strprintf("on the GPU: %.3f ms of kernels per step (%.1f %% of the step)\n", gpu_us / per / 1e3,
                     total_us > 0 ? 100.0 * gpu_us / total_us : 0.0);
         for (size_t k = 0; k < g.size() && int(k) < options.top; ++k) {
             const double secs = g[k].dur_us * 1e-6;
@@ -212,7 +207,7 @@ std::string summarize(const Trace& t, const SummaryOptions& options) {
     for (const CounterEvent& c : t.counters)
         for (const auto& [k, v] : c.values)
             if (k == "peak MB") peaks[c.name] = std::max(peaks[c.name], v);
-    for (const auto& [name, mb] : peaks) s += format("%s: peak %.1f MB allocated\n", name.c_str(), mb);
+    for (const auto& [name, mb] : peaks) s += strprintf("%s: peak %.1f MB allocated\n", name.c_str(), mb);
     return s;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/strprintf.h"
 #include "nn/safetensors.h"
 #include "tools/train/options.h"
 #include "train/metrics.h"
@@ -25,12 +26,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxMetricsBytes = uint64_t(1) << 30;
-
-std::string format(const char* fmt, auto... args) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    return buf;
-}
 
 std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape()); }
 
@@ -234,33 +229,33 @@ std::string format_weights_diff(const std::vector<TensorDiff>& w, int top) {
     int64_t equal = 0;
     for (const TensorDiff& t : w) equal += t.kind == TensorDiff::Kind::equal;
     if (equal == int64_t(w.size()))
-        return format("  identical: all %zu tensors bitwise equal\n", w.size());
-    std::string s = format("  %lld of %zu tensors differ, the worst first:\n",
+        return strprintf("  identical: all %zu tensors bitwise equal\n", w.size());
+    std::string s = strprintf("  %lld of %zu tensors differ, the worst first:\n",
                            (long long)(int64_t(w.size()) - equal), w.size());
     size_t width = 6;
     for (const TensorDiff& t : w) width = std::max(width, t.name.size());
     width = std::min<size_t>(width, 60);
-    s += format("  %-*s %-22s %12s %12s %s\n", int(width), "tensor", "dtype and shape", "max abs",
+    s += strprintf("  %-*s %-22s %12s %12s %s\n", int(width), "tensor", "dtype and shape", "max abs",
                 "max rel", "elements differing");
     int shown = 0;
     for (const TensorDiff& t : w) {
         if (t.kind == TensorDiff::Kind::equal) continue;
         if (shown++ == top) {
-            s += format("  ... and %lld more\n", (long long)(int64_t(w.size()) - equal - top));
+            s += strprintf("  ... and %lld more\n", (long long)(int64_t(w.size()) - equal - top));
             break;
         }
         switch (t.kind) {
             case TensorDiff::Kind::mismatch:
-                s += format("  %-*s %s in A, %s in B\n", int(width), t.name.c_str(), t.a.c_str(), t.b.c_str());
+                s += strprintf("  %-*s %s in A, %s in B\n", int(width), t.name.c_str(), t.a.c_str(), t.b.c_str());
                 break;
             case TensorDiff::Kind::only_a:
-                s += format("  %-*s %-22s only in A\n", int(width), t.name.c_str(), t.a.c_str());
+                s += strprintf("  %-*s %-22s only in A\n", int(width), t.name.c_str(), t.a.c_str());
                 break;
             case TensorDiff::Kind::only_b:
-                s += format("  %-*s %-22s only in B\n", int(width), t.name.c_str(), t.b.c_str());
+                s += strprintf("  %-*s %-22s only in B\n", int(width), t.name.c_str(), t.b.c_str());
                 break;
             default:
-                s += format("  %-*s %-22s %12.4g %12.4g %lld of %lld\n", int(width), t.name.c_str(),
+                s += strprintf("  %-*s %-22s %12.4g %12.4g %lld of %lld\n", int(width), t.name.c_str(),
                             t.a.c_str(), t.max_abs, t.max_rel, (long long)t.differing, (long long)t.numel);
         }
     }
@@ -268,47 +263,47 @@ std::string format_weights_diff(const std::vector<TensorDiff>& w, int top) {
 }
 
 std::string format_runs_diff(const RunsDiff& d, const std::string& a, const std::string& b) {
-    std::string s = format("A: %s\nB: %s\n", a.c_str(), b.c_str());
+    std::string s = strprintf("A: %s\nB: %s\n", a.c_str(), b.c_str());
     if (d.config.empty()) {
         s += "configuration: the same (config.toml)\n";
     } else {
-        s += format("configuration: %zu setting(s) differ (config.toml):\n", d.config.size());
+        s += strprintf("configuration: %zu setting(s) differ (config.toml):\n", d.config.size());
         for (const auto& row : d.config)
-            s += format("  %-22s A: %-16s B: %s\n", row[0].c_str(), row[1].empty() ? "(unset)" : row[1].c_str(),
+            s += strprintf("  %-22s A: %-16s B: %s\n", row[0].c_str(), row[1].empty() ? "(unset)" : row[1].c_str(),
                         row[2].empty() ? "(unset)" : row[2].c_str());
     }
     auto values = [](const StepValues& v) {
-        return format("A %.17g (%s), B %.17g (%s)", v.a, hex_double(v.a).c_str(), v.b,
+        return strprintf("A %.17g (%s), B %.17g (%s)", v.a, hex_double(v.a).c_str(), v.b,
                       hex_double(v.b).c_str());
     };
     if (d.losses_compared == 0) {
         s += "losses: no step record covers the same steps in both runs\n";
     } else {
-        s += format("losses: %lld step records compared (steps %lld to %lld)", (long long)d.losses_compared,
+        s += strprintf("losses: %lld step records compared (steps %lld to %lld)", (long long)d.losses_compared,
                     (long long)d.first_step, (long long)d.last_step);
         if (d.losses_skipped > 0)
-            s += format("; %lld more at the same step average other steps in each run (another "
+            s += strprintf("; %lld more at the same step average other steps in each run (another "
                         "--log-every, or a window a resume split): not compared",
                         (long long)d.losses_skipped);
         s += "\n";
         if (!d.first_bitwise)
             s += "  bitwise equal in every one\n";
         else
-            s += format("  first bitwise difference: step %lld: %s\n", (long long)d.first_bitwise->step,
+            s += strprintf("  first bitwise difference: step %lld: %s\n", (long long)d.first_bitwise->step,
                         values(*d.first_bitwise).c_str());
         if (d.first_bitwise && !d.first_beyond)
-            s += format("  none beyond the tolerance (%g relative)\n", d.tolerance);
+            s += strprintf("  none beyond the tolerance (%g relative)\n", d.tolerance);
         else if (d.first_beyond)
-            s += format("  first beyond %g relative: step %lld: %s\n", d.tolerance, (long long)d.first_beyond->step,
+            s += strprintf("  first beyond %g relative: step %lld: %s\n", d.tolerance, (long long)d.first_beyond->step,
                         values(*d.first_beyond).c_str());
     }
     if (d.fingerprints_compared == 0)
         s += "parameter fingerprints: none in both runs (--fingerprint-every N records them)\n";
     else if (!d.first_fingerprint)
-        s += format("parameter fingerprints: %lld compared, bitwise equal in every one\n",
+        s += strprintf("parameter fingerprints: %lld compared, bitwise equal in every one\n",
                     (long long)d.fingerprints_compared);
     else
-        s += format("parameter fingerprints: %lld compared; the first that differs: step %lld: %s\n",
+        s += strprintf("parameter fingerprints: %lld compared; the first that differs: step %lld: %s\n",
                     (long long)d.fingerprints_compared, (long long)d.first_fingerprint->step,
                     values(*d.first_fingerprint).c_str());
     if (d.weights_file.empty())
@@ -322,7 +317,7 @@ std::string format_runs_diff(const RunsDiff& d, const std::string& a, const std:
         if (d.first_bitwise) first = std::min(first, d.first_bitwise->step);
         if (d.first_fingerprint) first = std::min(first, d.first_fingerprint->step);
         s += first == INT64_MAX ? std::string("different: the weights differ\n")
-                                : format("different: the runs part by step %lld\n", (long long)first);
+                                : strprintf("different: the runs part by step %lld\n", (long long)first);
     }
     return s;
 }

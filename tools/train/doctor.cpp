@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/cpu_load.h"
+#include "core/strprintf.h"
 #include "tools/cli_checks.h"
 #include "tools/train/doctor_steps.h"
 #include "tools/train/finders.h"
@@ -24,12 +25,6 @@ namespace ember::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string format(const char* fmt, auto... args) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    return buf;
-}
 
 // The least difference a verdict names: the ranges of three rounds can stand
 // apart by chance by a percent or two (a 2 % "faster" that separate runs
@@ -44,7 +39,7 @@ double median(std::vector<double> v) {
 }
 
 std::string thousands(double x) {
-    const std::string digits = format("%.0f", x);
+    const std::string digits = strprintf("%.0f", x);
     std::string s;
     for (size_t i = 0; i < digits.size(); ++i) {
         if (i > 0 && (digits.size() - i) % 3 == 0) s.push_back(',');
@@ -88,8 +83,8 @@ std::vector<Trial> trials_for(const TrainConfig& c, Device device, int threads, 
                                     ? on + ": f16 is computed in f32 there, with loss scaling on top"
                                     : ""));
     if (big_batch > c.batch_size)
-        t.push_back(variant(c, 4, format("--batch-size %lld --lr %.3g", (long long)big_batch, big_lr),
-                            {"--batch-size", std::to_string(big_batch), "--lr", format("%.3g", big_lr)},
+        t.push_back(variant(c, 4, strprintf("--batch-size %lld --lr %.3g", (long long)big_batch, big_lr),
+                            {"--batch-size", std::to_string(big_batch), "--lr", strprintf("%.3g", big_lr)},
                             [&](TrainConfig& x) {
                                 x.batch_size = big_batch;
                                 x.lr = big_lr;
@@ -111,7 +106,7 @@ std::vector<Trial> trials_for(const TrainConfig& c, Device device, int threads, 
                         c.model == "mlp" ? "n/a: the mlp has no blocks to recompute" : ""));
     if (c.batch_size % 2 == 0)
         t.push_back(variant(c, 17,
-                            format("--accumulate %lld --batch-size %lld", (long long)c.accumulate * 2,
+                            strprintf("--accumulate %lld --batch-size %lld", (long long)c.accumulate * 2,
                                    (long long)c.batch_size / 2),
                             {"--accumulate", std::to_string(c.accumulate * 2), "--batch-size",
                              std::to_string(c.batch_size / 2)},
@@ -233,10 +228,10 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
     const bool memory_bound = !found.limited;
     const int64_t big = memory_bound ? std::max<int64_t>(1, found.batch * 8 / 10) : found.batch;
     const std::string margin =
-        memory_bound ? format("largest that fitted %lld; 80 %% of it, as a margin for memory other steps "
+        memory_bound ? strprintf("largest that fitted %lld; 80 %% of it, as a margin for memory other steps "
                               "may need (another shape, fragmentation)",
                               (long long)found.batch)
-                     : format("%lld: %s; no margin needed below a limit that is not memory's", (long long)cap,
+                     : strprintf("%lld: %s; no margin needed below a limit that is not memory's", (long long)cap,
                               cap == samples ? "the whole training set" : "8 times the batch, the most tried");
 
     std::vector<Trial> trials = trials_for(c.train, device, threads, big, scaled_lr(c.train, big));
@@ -272,7 +267,7 @@ int run_doctor(CLI::App& app, DoctorConfig c) {
     // Rounds end at a step's end, and building and dropping a run varies
     // (loader threads start and join): 15 % on top, measured on 2 cores.
     estimate *= 1.15;
-    const std::string round = c.steps > 0 ? format("%lld steps", (long long)steps)
+    const std::string round = c.steps > 0 ? strprintf("%lld steps", (long long)steps)
                                           : std::string("a second of steps (at least 5)");
     std::printf("ember doctor: %s on %s, batch %lld, %d OpenMP threads; %lld trials x %d rounds of %s after %lld "
                 "warm-up steps; about %.0f s (the batch search took %.1f s)\n",

@@ -10,8 +10,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/profile_trace.h"
 #include "core/host_sync.h"
+#include "core/strprintf.h"
+#include "kernels/profile_trace.h"
 #include "nn/layers.h"
 #include "optim/clip.h"
 
@@ -23,12 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 void wait_for(Device device) {
     if (device.is_cuda()) synchronize(current_stream(device));
-}
-
-std::string format(const char* fmt, auto... args) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    return buf;
 }
 
 }  // namespace
@@ -135,7 +130,7 @@ std::vector<Finding> profile_findings(TrialRunner& base, int64_t steps) {
                    total == 0 ? std::string(run.device.is_cpu()
                                                 ? "host synchronizations per step: 0 (on the CPU nothing waits)"
                                                 : "host synchronizations per step: 0")
-                              : format("host synchronizations per step: %.1f (%s): each drains the GPU's queue",
+                              : strprintf("host synchronizations per step: %.1f (%s): each drains the GPU's queue",
                                        double(total) / double(steps), by.c_str())});
     // Time per category inside the steps.
     double step_us = 0, loader_us = 0;
@@ -151,7 +146,7 @@ std::vector<Finding> profile_findings(TrialRunner& base, int64_t steps) {
     }
     const double wait = step_us > 0 ? loader_us / step_us : 0;
     out.push_back({14, wait > 0.1 ? "warn" : "ok",
-                   format("the loader's wait: %.1f %% of the step%s", 100 * wait,
+                   strprintf("the loader's wait: %.1f %% of the step%s", 100 * wait,
                           wait > 0.1 ? ": training is input-bound; more --workers, or a faster disk"
                                      : " (not input-bound)")});
     // An op with FLOPs that takes a large share of the step at a small rate.
@@ -160,7 +155,7 @@ std::vector<Finding> profile_findings(TrialRunner& base, int64_t steps) {
         const double gflops = tf.first > 0 ? tf.second / (tf.first * 1e3) : 0;
         if (share > 0.1 && tf.second > 0 && gflops < 10)
             out.push_back({22, "warn",
-                           format("%s: %.0f %% of the step at %.1f GFLOP/s: a slow path for its "
+                           strprintf("%s: %.0f %% of the step at %.1f GFLOP/s: a slow path for its "
                                   "shapes (`ember train --profile` shows which)",
                                   name.c_str(), 100 * share, gflops)});
     }
@@ -197,7 +192,7 @@ std::vector<Finding> model_findings(TrialRunner& base) {
     const double sd = x.numel() ? std::sqrt(sq / double(x.numel())) : 0;
     const bool off = std::fabs(mean) > 1 || sd < 0.25 || sd > 4;
     out.push_back({21, off ? "warn" : "ok",
-                   format("inputs: mean %.3f, standard deviation %.3f%s", mean, sd,
+                   strprintf("inputs: mean %.3f, standard deviation %.3f%s", mean, sd,
                           off ? ": far from 0 and 1; normalize them (data::Normalize with the data's "
                                 "statistics)"
                               : " (normalized)")});
