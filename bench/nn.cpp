@@ -34,8 +34,6 @@
 namespace ember::bench {
 
 namespace {
-
-namespace k = kernels;
 using Inputs = std::vector<Tensor>;
 
 /// One row: its inputs (made on the CPU in f32; integer inputs stay i64 or
@@ -69,47 +67,59 @@ std::vector<NnRow> rows(bool quick) {
     {  // batch norm on resnet8's first block: [N, 16, 28, 28]
         const Tensor x = normal({n, 16, 28, 28}), w = normal({16}), b = normal({16});
         const Tensor gy = normal(x.shape());
-        const auto fwd = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
-        r.push_back({"batch_norm fwd", {x, w, b},
+        const auto fwd = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
+        r.push_back(
+            {"batch_norm fwd",
+             {x, w, b},
+             [](const Inputs& i) {
+                 return kernels::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output;
+             },
+             2 * nbytes(x),
+             1e-4});
+        r.push_back({"batch_norm bwd",
+                     {gy, x, w, fwd.save_mean, fwd.save_invstd},
                      [](const Inputs& i) {
-                         return k::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output;
-                     },
-                     2 * nbytes(x), 1e-4});
-        r.push_back({"batch_norm bwd", {gy, x, w, fwd.save_mean, fwd.save_invstd},
-                     [](const Inputs& i) {
-                         return k::batch_norm_backward(i[0], i[1], i[2], i[3], i[4],
-                                                       {true, true, true})
+                         return kernels::batch_norm_backward(i[0], i[1], i[2], i[3], i[4],
+                                                             {true, true, true})
                              .input;
                      },
-                     3 * nbytes(x), 1e-4});
+                     3 * nbytes(x),
+                     1e-4});
         // The fused batch norm + ReLU of ConvBNReLU, beside the unfused pair
         // it replaces (the same bytes: what the result needs at least, so
         // the GB/s compare directly). bwd reads g, y and x and writes dx.
-        const auto fr = k::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-5);
-        r.push_back({"batch_norm_relu fwd", {x, w, b},
+        const auto fr = kernels::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-5);
+        r.push_back({"batch_norm_relu fwd",
+                     {x, w, b},
                      [](const Inputs& i) {
-                         return k::batch_norm_relu_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5)
+                         return kernels::batch_norm_relu_forward(i[0], i[1], i[2], {}, {}, 0.1,
+                                                                 1e-5)
                              .output;
                      },
-                     2 * nbytes(x), 1e-4});
-        r.push_back({"batch_norm+relu fwd (unfused)", {x, w, b},
-                     [](const Inputs& i) {
-                         return k::relu(
-                             k::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output);
-                     },
-                     2 * nbytes(x), 1e-4});
+                     2 * nbytes(x),
+                     1e-4});
+        r.push_back(
+            {"batch_norm+relu fwd (unfused)",
+             {x, w, b},
+             [](const Inputs& i) {
+                 return kernels::relu(
+                     kernels::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output);
+             },
+             2 * nbytes(x),
+             1e-4});
         const Inputs bwd_in = {gy, fr.output, x, w, fr.save_mean, fr.save_invstd};
         r.push_back({"batch_norm_relu bwd", bwd_in,
                      [](const Inputs& i) {
-                         return k::batch_norm_relu_backward(i[0], i[1], i[2], i[3], i[4], i[5],
-                                                            {true, true, true})
+                         return kernels::batch_norm_relu_backward(i[0], i[1], i[2], i[3], i[4],
+                                                                  i[5], {true, true, true})
                              .input;
                      },
                      4 * nbytes(x), 1e-4});
         r.push_back({"batch_norm+relu bwd (unfused)", bwd_in,
                      [](const Inputs& i) {
-                         return k::batch_norm_backward(k::relu_backward(i[0], i[1]), i[2], i[3],
-                                                       i[4], i[5], {true, true, true})
+                         return kernels::batch_norm_backward(kernels::relu_backward(i[0], i[1]),
+                                                             i[2], i[3], i[4], i[5],
+                                                             {true, true, true})
                              .input;
                      },
                      4 * nbytes(x), 1e-4});
@@ -118,86 +128,125 @@ std::vector<NnRow> rows(bool quick) {
         const int64_t rows_n = quick ? 512 : 8192;
         const Tensor x = normal({rows_n, 1024}), w = normal({1024}), b = normal({1024});
         const Tensor gy = normal(x.shape());
-        const auto fwd = k::layer_norm_forward(x, {1024}, w, b, 1e-5);
-        r.push_back({"layer_norm fwd", {x, w, b},
+        const auto fwd = kernels::layer_norm_forward(x, {1024}, w, b, 1e-5);
+        r.push_back({"layer_norm fwd",
+                     {x, w, b},
                      [](const Inputs& i) {
-                         return k::layer_norm_forward(i[0], {1024}, i[1], i[2], 1e-5).output;
+                         return kernels::layer_norm_forward(i[0], {1024}, i[1], i[2], 1e-5).output;
                      },
-                     2 * nbytes(x), 1e-4});
-        r.push_back({"layer_norm bwd", {gy, x, w, fwd.mean, fwd.rstd},
+                     2 * nbytes(x),
+                     1e-4});
+        r.push_back({"layer_norm bwd",
+                     {gy, x, w, fwd.mean, fwd.rstd},
                      [](const Inputs& i) {
-                         return k::layer_norm_backward(i[0], i[1], {1024}, i[2], i[3], i[4],
-                                                       {true, true, true})
+                         return kernels::layer_norm_backward(i[0], i[1], {1024}, i[2], i[3], i[4],
+                                                             {true, true, true})
                              .input;
                      },
-                     3 * nbytes(x), 1e-4});
+                     3 * nbytes(x),
+                     1e-4});
     }
     {  // cross-entropy over 1000 classes
         const int64_t rows_n = quick ? 512 : 8192;
         const Tensor logits = normal({rows_n, 1000});
         const Tensor target = randint(0, 1000, {rows_n}, {DType::i64}, &gen);
         const Tensor grad = full({rows_n}, 1.0 / double(rows_n));
-        const auto fwd = k::cross_entropy_forward(logits, target, 0.1, -100);
-        r.push_back({"cross_entropy fwd", {logits, target},
-                     [](const Inputs& i) { return k::cross_entropy_forward(i[0], i[1], 0.1, -100).loss; },
-                     nbytes(logits), 1e-4});
-        r.push_back({"cross_entropy bwd", {grad, logits, fwd.lse, target},
+        const auto fwd = kernels::cross_entropy_forward(logits, target, 0.1, -100);
+        r.push_back({"cross_entropy fwd",
+                     {logits, target},
                      [](const Inputs& i) {
-                         return k::cross_entropy_backward(i[0], i[1], i[2], i[3], 0.1, -100);
+                         return kernels::cross_entropy_forward(i[0], i[1], 0.1, -100).loss;
                      },
-                     2 * nbytes(logits), 1e-4});
+                     nbytes(logits),
+                     1e-4});
+        r.push_back({"cross_entropy bwd",
+                     {grad, logits, fwd.lse, target},
+                     [](const Inputs& i) {
+                         return kernels::cross_entropy_backward(i[0], i[1], i[2], i[3], 0.1, -100);
+                     },
+                     2 * nbytes(logits),
+                     1e-4});
     }
     {  // pooling: resnet8's 2×2 max pool and its global average pool
         const Tensor x = normal({n, 32, 28, 28});
-        const auto mp = k::max_pool2d(x, {2, 2});
+        const auto mp = kernels::max_pool2d(x, {2, 2});
         const Tensor gy = normal(mp.values.shape());
-        r.push_back({"max_pool2d fwd", {x},
-                     [](const Inputs& i) { return k::max_pool2d(i[0], {2, 2}).values; },
-                     nbytes(x) + 3 * nbytes(mp.values), 0});
-        r.push_back({"max_pool2d bwd", {gy, x, mp.indices},
-                     [](const Inputs& i) { return k::max_pool2d_backward(i[0], i[1], i[2]); },
-                     nbytes(gy) + nbytes(mp.indices) + nbytes(x), 0});
-        r.push_back({"avg_pool2d fwd 3x3", {x},
-                     [](const Inputs& i) { return k::avg_pool2d(i[0], {3, 3}, {1, 1}, {1, 1}); },
-                     2 * nbytes(x), 1e-5});
-        const Tensor g = normal(x.shape());
-        r.push_back({"avg_pool2d bwd 3x3", {g, x},
+        r.push_back({"max_pool2d fwd",
+                     {x},
                      [](const Inputs& i) {
-                         return k::avg_pool2d_backward(i[0], i[1], {3, 3}, {1, 1}, {1, 1}, false,
-                                                       true);
+                         return kernels::max_pool2d(i[0], {2, 2}).values;
                      },
-                     2 * nbytes(x), 1e-5});
+                     nbytes(x) + 3 * nbytes(mp.values),
+                     0});
+        r.push_back({"max_pool2d bwd",
+                     {gy, x, mp.indices},
+                     [](const Inputs& i) { return kernels::max_pool2d_backward(i[0], i[1], i[2]); },
+                     nbytes(gy) + nbytes(mp.indices) + nbytes(x),
+                     0});
+        r.push_back({"avg_pool2d fwd 3x3",
+                     {x},
+                     [](const Inputs& i) {
+                         return kernels::avg_pool2d(i[0], {3, 3}, {1, 1}, {1, 1});
+                     },
+                     2 * nbytes(x),
+                     1e-5});
+        const Tensor g = normal(x.shape());
+        r.push_back({"avg_pool2d bwd 3x3",
+                     {g, x},
+                     [](const Inputs& i) {
+                         return kernels::avg_pool2d_backward(i[0], i[1], {3, 3}, {1, 1}, {1, 1},
+                                                             false, true);
+                     },
+                     2 * nbytes(x),
+                     1e-5});
         const Tensor a = normal({n, 64, 7, 7}), ga = normal({n, 64, 1, 1});
-        r.push_back({"adaptive_avg_pool2d fwd", {a},
-                     [](const Inputs& i) { return k::adaptive_avg_pool2d(i[0], {1, 1}); },
-                     nbytes(a) + nbytes(ga), 1e-5});
-        r.push_back({"adaptive_avg_pool2d bwd", {ga, a},
-                     [](const Inputs& i) { return k::adaptive_avg_pool2d_backward(i[0], i[1]); },
-                     nbytes(a) + nbytes(ga), 1e-5});
+        r.push_back({"adaptive_avg_pool2d fwd",
+                     {a},
+                     [](const Inputs& i) {
+                         return kernels::adaptive_avg_pool2d(i[0], {1, 1});
+                     },
+                     nbytes(a) + nbytes(ga),
+                     1e-5});
+        r.push_back(
+            {"adaptive_avg_pool2d bwd",
+             {ga, a},
+             [](const Inputs& i) { return kernels::adaptive_avg_pool2d_backward(i[0], i[1]); },
+             nbytes(a) + nbytes(ga),
+             1e-5});
     }
     {  // an embedding table of 32768 × 256 and 65536 lookups
         const int64_t lookups = quick ? 4096 : 65536;
         const Tensor table = normal({32768, 256});
         const Tensor idx = randint(0, 32768, {lookups}, {DType::i64}, &gen);
         const Tensor grad = normal({lookups, 256});
-        r.push_back({"embedding fwd", {table, idx},
-                     [](const Inputs& i) { return k::embedding(i[0], i[1]); },
-                     2 * nbytes(grad) + nbytes(idx), 0,
+        r.push_back({"embedding fwd",
+                     {table, idx},
+                     [](const Inputs& i) { return kernels::embedding(i[0], i[1]); },
+                     2 * nbytes(grad) + nbytes(idx),
+                     0,
                      str(shape_str(table.shape()), " ", shape_str(idx.shape()))});
-        r.push_back({"embedding bwd (index_add)", {table, idx, grad},
-                     [](const Inputs& i) { return k::index_add(zeros_like(i[0]), 0, i[1], i[2]); },
-                     nbytes(table) + 2 * nbytes(grad) + nbytes(idx), 1e-5,
-                     str(shape_str(table.shape()), " ", shape_str(idx.shape()))});
+        r.push_back(
+            {"embedding bwd (index_add)",
+             {table, idx, grad},
+             [](const Inputs& i) { return kernels::index_add(zeros_like(i[0]), 0, i[1], i[2]); },
+             nbytes(table) + 2 * nbytes(grad) + nbytes(idx),
+             1e-5,
+             str(shape_str(table.shape()), " ", shape_str(idx.shape()))});
     }
     {  // dropout over 16M elements
         const Tensor x = normal({quick ? (int64_t(1) << 18) : (int64_t(1) << 24)});
-        const auto fwd = k::dropout_forward(x, 0.1, 7, 0);
-        r.push_back({"dropout fwd", {x},
-                     [](const Inputs& i) { return k::dropout_forward(i[0], 0.1, 7, 0).output; },
-                     2 * nbytes(x) + nbytes(fwd.mask), 1e-6});
-        r.push_back({"dropout bwd", {x, fwd.mask},
-                     [](const Inputs& i) { return k::dropout_backward(i[0], i[1], 0.1); },
-                     2 * nbytes(x) + nbytes(fwd.mask), 1e-6});
+        const auto fwd = kernels::dropout_forward(x, 0.1, 7, 0);
+        r.push_back(
+            {"dropout fwd",
+             {x},
+             [](const Inputs& i) { return kernels::dropout_forward(i[0], 0.1, 7, 0).output; },
+             2 * nbytes(x) + nbytes(fwd.mask),
+             1e-6});
+        r.push_back({"dropout bwd",
+                     {x, fwd.mask},
+                     [](const Inputs& i) { return kernels::dropout_backward(i[0], i[1], 0.1); },
+                     2 * nbytes(x) + nbytes(fwd.mask),
+                     1e-6});
     }
     return r;
 }

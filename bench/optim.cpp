@@ -25,8 +25,6 @@ namespace ember::bench {
 
 namespace {
 
-namespace K = ember::kernels;
-
 // Tensor sizes adding up to about `total` parameters: blocks of a
 // transformer layer (d×d attention matrices, 4d×d and d×4d MLP matrices,
 // biases and norm weights), repeated.
@@ -98,11 +96,12 @@ struct UnfusedAdamW {
                      bc2 = 1 - std::pow(b2, double(t));
         for (size_t i = 0; i < ps.size(); ++i) {
             const Tensor g = ps[i].grad();
-            K::mul_(ps[i], 1 - lr * wd);
-            K::add_(K::mul_(m[i], b1), K::mul(g, 1 - b1));
-            K::add_(K::mul_(v[i], b2), K::mul(K::mul(g, g), 1 - b2));
-            const Tensor denom = K::add(K::div(K::sqrt(v[i]), std::sqrt(bc2)), 1e-8);
-            K::sub_(ps[i], K::mul(K::div(m[i], denom), lr / bc1));
+            kernels::mul_(ps[i], 1 - lr * wd);
+            kernels::add_(kernels::mul_(m[i], b1), kernels::mul(g, 1 - b1));
+            kernels::add_(kernels::mul_(v[i], b2), kernels::mul(kernels::mul(g, g), 1 - b2));
+            const Tensor denom =
+                kernels::add(kernels::div(kernels::sqrt(v[i]), std::sqrt(bc2)), 1e-8);
+            kernels::sub_(ps[i], kernels::mul(kernels::div(m[i], denom), lr / bc1));
         }
     }
 };
@@ -126,7 +125,8 @@ void run_optim(const Options& o, Report& rep) {
             loop.step(b.params, 1e-3, 0.01);
         }
         for (size_t i = 0; i < a.params.size(); ++i) {
-            const double err = K::amax(K::abs(K::sub(a.params[i], b.params[i]))).item();
+            const double err =
+                kernels::amax(kernels::abs(kernels::sub(a.params[i], b.params[i]))).item();
             EMBER_CHECK(err < 1e-5, "bench optim: fused AdamW differs from the per-tensor loop by ",
                         err, " in tensor ", i);
         }
@@ -140,8 +140,9 @@ void run_optim(const Options& o, Report& rep) {
         optim::AdamW on_gpu(b.params, {.lr = 1e-3, .weight_decay = 0.01});
         for (int s = 0; s < 3; ++s) on_cpu.step(), on_gpu.step();
         for (size_t i = 0; i < a.params.size(); ++i) {
-            const double err =
-                K::amax(K::abs(K::sub(a.params[i], b.params[i].to(Device::cpu())))).item();
+            const double err = kernels::amax(kernels::abs(kernels::sub(
+                                                 a.params[i], b.params[i].to(Device::cpu()))))
+                                   .item();
             EMBER_CHECK(err <= 1e-6, "bench optim: AdamW on ", *gpu, " differs from the CPU's by ",
                         err, " in tensor ", i);
         }

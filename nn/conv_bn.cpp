@@ -9,8 +9,6 @@
 
 namespace ember::nn {
 
-namespace k = kernels;
-
 namespace {
 
 // Folds bn's eval-mode affine map into conv's weight and bias.
@@ -20,15 +18,15 @@ void fold_into(Conv2d& conv, const BatchNorm2d& bn) {
                 "statistics (track_running_stats = false) cannot be folded");
     NoGradGuard no_grad;
     const Tensor w = conv.weight.detach();
-    Tensor s = k::rsqrt(k::add(bn.running_var, bn.options().eps));  // 1/√(var + eps)
-    if (bn.weight.defined()) s = k::mul(s, bn.weight.detach());
+    Tensor s = kernels::rsqrt(kernels::add(bn.running_var, bn.options().eps));  // 1/√(var + eps)
+    if (bn.weight.defined()) s = kernels::mul(s, bn.weight.detach());
     const int64_t out = w.size(0);
     const Tensor s_col = kernels::reshape(s.to(w.dtype()), {out, 1, 1, 1});
     const Tensor b =
         conv.bias.defined() ? conv.bias.detach() : zeros({out}, {w.dtype(), w.device()});
-    Tensor new_b = k::mul(k::sub(b, bn.running_mean.to(w.dtype())), s.to(w.dtype()));
-    if (bn.bias.defined()) new_b = k::add(new_b, bn.bias.detach().to(w.dtype()));
-    conv.weight.detach().copy_(k::mul(w, s_col));
+    Tensor new_b = kernels::mul(kernels::sub(b, bn.running_mean.to(w.dtype())), s.to(w.dtype()));
+    if (bn.bias.defined()) new_b = kernels::add(new_b, bn.bias.detach().to(w.dtype()));
+    conv.weight.detach().copy_(kernels::mul(w, s_col));
     conv.set_bias(new_b);
 }
 

@@ -18,21 +18,20 @@ int run_demo() {
     std::cout << "arange(0, 12).reshape:    " << r << "\n";
     std::cout << "r.slice(1, 0, 4, 2):      " << r.slice(1, 0, 4, 2) << "\n";
     std::cout << "r.to(bf16):               " << r.to(DType::bf16) << "\n";
-    namespace k = ember::kernels;
     Tensor w = randn({4, 3});
-    Tensor y = k::linear(x, w);
+    Tensor y = kernels::linear(x, w);
     std::cout << "y = linear(x, w [4, 3]):  " << y << "\n";
-    std::cout << "softmax(y, -1):           " << k::softmax(y, -1) << "\n";
-    std::cout << "argmax(y, 1):             " << k::argmax(y, 1) << "\n";
-    std::cout << "sum(relu(y), {1}):        " << k::sum(k::relu(y), {1}) << "\n";
+    std::cout << "softmax(y, -1):           " << kernels::softmax(y, -1) << "\n";
+    std::cout << "argmax(y, 1):             " << kernels::argmax(y, 1) << "\n";
+    std::cout << "sum(relu(y), {1}):        " << kernels::sum(kernels::relu(y), {1}) << "\n";
     try {
-        (void)k::add(x, w);
+        (void)kernels::add(x, w);
     } catch (const Error& e) {
         std::cout << "add(x, w) is an error:    " << e.what() << "\n";
     }
     if (cuda_device_count() > 0) {
         Tensor g = x.to(Device::cuda(0));
-        std::cout << "relu(x) on cuda:0:        " << k::relu(g).to(Device::cpu()) << "\n";
+        std::cout << "relu(x) on cuda:0:        " << kernels::relu(g).to(Device::cpu()) << "\n";
     } else {
         std::cout << "(no CUDA device: the CUDA part of the tour is skipped)\n";
     }

@@ -9,8 +9,6 @@
 #include "kernels/factories.h"
 
 namespace ember {
-
-namespace k = kernels;
 using autograd::sum_to;
 using autograd::TensorList;
 
@@ -22,7 +20,7 @@ Tensor mask(const Tensor& cond, const Tensor& like) { return cond.to(like.dtype(
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-    Tensor out = k::add(a, b);
+    Tensor out = kernels::add(a, b);
     if (auto node = autograd::make_node("add", {a, b})) {
         node->backward = [sa = a.shape(), sb = b.shape()](const TensorList& g) {
             return TensorList{sum_to(g[0], sa), sum_to(g[0], sb)};
@@ -33,7 +31,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double s) {
-    Tensor out = k::add(a, s);
+    Tensor out = kernels::add(a, s);
     if (auto node = autograd::make_node("add", {a})) {
         node->backward = [](const TensorList& g) { return TensorList{g[0]}; };
         autograd::set_history(node, out);
@@ -42,11 +40,11 @@ Tensor add(const Tensor& a, double s) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-    Tensor out = k::sub(a, b);
+    Tensor out = kernels::sub(a, b);
     if (auto node = autograd::make_node("sub", {a, b})) {
         node->backward = [sa = a.shape(), sb = b.shape(),
                           need_b = node->needs_input_grad(1)](const TensorList& g) {
-            return TensorList{sum_to(g[0], sa), need_b ? sum_to(k::neg(g[0]), sb) : Tensor()};
+            return TensorList{sum_to(g[0], sa), need_b ? sum_to(kernels::neg(g[0]), sb) : Tensor()};
         };
         autograd::set_history(node, out);
     }
@@ -56,13 +54,13 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-    Tensor out = k::mul(a, b);
+    Tensor out = kernels::mul(a, b);
     if (auto node = autograd::make_node("mul", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
         node->backward = [a = gb ? node->save(a) : Tensor(), b = ga ? node->save(b) : Tensor(),
                           sa = a.shape(), sb = b.shape(), ga, gb](const TensorList& g) {
-            return TensorList{ga ? sum_to(k::mul(g[0], b), sa) : Tensor(),
-                              gb ? sum_to(k::mul(g[0], a), sb) : Tensor()};
+            return TensorList{ga ? sum_to(kernels::mul(g[0], b), sa) : Tensor(),
+                              gb ? sum_to(kernels::mul(g[0], a), sb) : Tensor()};
         };
         autograd::set_history(node, out);
     }
@@ -70,23 +68,24 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double s) {
-    Tensor out = k::mul(a, s);
+    Tensor out = kernels::mul(a, s);
     if (auto node = autograd::make_node("mul", {a})) {
-        node->backward = [s](const TensorList& g) { return TensorList{k::mul(g[0], s)}; };
+        node->backward = [s](const TensorList& g) { return TensorList{kernels::mul(g[0], s)}; };
         autograd::set_history(node, out);
     }
     return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-    Tensor out = k::div(a, b);
+    Tensor out = kernels::div(a, b);
     if (auto node = autograd::make_node("div", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
         // d/da = 1/b, d/db = -a/b² = -out/b.
-        node->backward = [b = node->save(b), out = gb ? node->save(out) : Tensor(),
-                          sa = a.shape(), sb = b.shape(), ga, gb](const TensorList& g) {
-            const Tensor gb_full = gb ? k::neg(k::div(k::mul(g[0], out), b)) : Tensor();
-            return TensorList{ga ? sum_to(k::div(g[0], b), sa) : Tensor(),
+        node->backward = [b = node->save(b), out = gb ? node->save(out) : Tensor(), sa = a.shape(),
+                          sb = b.shape(), ga, gb](const TensorList& g) {
+            const Tensor gb_full =
+                gb ? kernels::neg(kernels::div(kernels::mul(g[0], out), b)) : Tensor();
+            return TensorList{ga ? sum_to(kernels::div(g[0], b), sa) : Tensor(),
                               gb ? sum_to(gb_full, sb) : Tensor()};
         };
         autograd::set_history(node, out);
@@ -97,17 +96,19 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, double s) { return mul(a, 1.0 / s); }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-    Tensor out = k::pow(a, b);
+    Tensor out = kernels::pow(a, b);
     if (auto node = autograd::make_node("pow", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
         node->backward = [a = node->save(a), b = node->save(b),
                           out = gb ? node->save(out) : Tensor(), ga, gb](const TensorList& g) {
             Tensor da, db;
             if (ga)  // b·a^(b−1)
-                da = sum_to(k::mul(g[0], k::mul(b, k::pow(a, k::sub(b, 1.0)))), a.shape());
+                da = sum_to(
+                    kernels::mul(g[0], kernels::mul(b, kernels::pow(a, kernels::sub(b, 1.0)))),
+                    a.shape());
             if (gb) {  // a^b·log(a), taken as 0 where a == 0
-                Tensor lg = k::where(k::eq(a, 0.0), zeros_like(a), k::log(a));
-                db = sum_to(k::mul(g[0], k::mul(out, lg)), b.shape());
+                Tensor lg = kernels::where(kernels::eq(a, 0.0), zeros_like(a), kernels::log(a));
+                db = sum_to(kernels::mul(g[0], kernels::mul(out, lg)), b.shape());
             }
             return TensorList{da, db};
         };
@@ -117,11 +118,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double s) {
-    Tensor out = k::pow(a, s);
+    Tensor out = kernels::pow(a, s);
     if (auto node = autograd::make_node("pow", {a})) {
         node->backward = [a = node->save(a), s](const TensorList& g) {
             if (s == 0.0) return TensorList{zeros_like(g[0])};
-            return TensorList{k::mul(g[0], k::mul(k::pow(a, s - 1.0), s))};
+            return TensorList{kernels::mul(g[0], kernels::mul(kernels::pow(a, s - 1.0), s))};
         };
         autograd::set_history(node, out);
     }
@@ -132,15 +133,15 @@ namespace {
 
 // maximum/minimum: the chosen side gets the gradient, ties split it evenly.
 Tensor extremum(const char* name, bool is_max, const Tensor& a, const Tensor& b) {
-    Tensor out = is_max ? k::maximum(a, b) : k::minimum(a, b);
+    Tensor out = is_max ? kernels::maximum(a, b) : kernels::minimum(a, b);
     if (auto node = autograd::make_node(name, {a, b})) {
         node->backward = [a = node->save(a), b = node->save(b), is_max](const TensorList& g) {
-            const Tensor wins = mask(is_max ? k::gt(a, b) : k::lt(a, b), g[0]);
-            const Tensor ties = k::mul(mask(k::eq(a, b), g[0]), 0.5);
-            const Tensor wa = k::add(wins, ties);
-            const Tensor wb = k::sub(k::sub(ones_like(wa), wins), ties);
-            return TensorList{sum_to(k::mul(g[0], wa), a.shape()),
-                              sum_to(k::mul(g[0], wb), b.shape())};
+            const Tensor wins = mask(is_max ? kernels::gt(a, b) : kernels::lt(a, b), g[0]);
+            const Tensor ties = kernels::mul(mask(kernels::eq(a, b), g[0]), 0.5);
+            const Tensor wa = kernels::add(wins, ties);
+            const Tensor wb = kernels::sub(kernels::sub(ones_like(wa), wins), ties);
+            return TensorList{sum_to(kernels::mul(g[0], wa), a.shape()),
+                              sum_to(kernels::mul(g[0], wb), b.shape())};
         };
         autograd::set_history(node, out);
     }
@@ -148,12 +149,12 @@ Tensor extremum(const char* name, bool is_max, const Tensor& a, const Tensor& b)
 }
 
 Tensor extremum(const char* name, bool is_max, const Tensor& a, double s) {
-    Tensor out = is_max ? k::maximum(a, s) : k::minimum(a, s);
+    Tensor out = is_max ? kernels::maximum(a, s) : kernels::minimum(a, s);
     if (auto node = autograd::make_node(name, {a})) {
         node->backward = [a = node->save(a), s, is_max](const TensorList& g) {
-            const Tensor wins = mask(is_max ? k::gt(a, s) : k::lt(a, s), g[0]);
-            const Tensor ties = k::mul(mask(k::eq(a, s), g[0]), 0.5);
-            return TensorList{k::mul(g[0], k::add(wins, ties))};
+            const Tensor wins = mask(is_max ? kernels::gt(a, s) : kernels::lt(a, s), g[0]);
+            const Tensor ties = kernels::mul(mask(kernels::eq(a, s), g[0]), 0.5);
+            return TensorList{kernels::mul(g[0], kernels::add(wins, ties))};
         };
         autograd::set_history(node, out);
     }
@@ -180,98 +181,101 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", fa
 Tensor minimum(const Tensor& a, double s) { return extremum("minimum", false, a, s); }
 
 Tensor neg(const Tensor& x) {
-    Tensor out = k::neg(x);
+    Tensor out = kernels::neg(x);
     if (auto node = autograd::make_node("neg", {x})) {
-        node->backward = [](const TensorList& g) { return TensorList{k::neg(g[0])}; };
+        node->backward = [](const TensorList& g) { return TensorList{kernels::neg(g[0])}; };
         autograd::set_history(node, out);
     }
     return out;
 }
 
 Tensor abs(const Tensor& x) {
-    return unary("abs", x, k::abs(x), false, [](const Tensor& g, const Tensor& x) {
-        const Tensor sign = k::sub(mask(k::gt(x, 0.0), g), mask(k::lt(x, 0.0), g));
-        return k::mul(g, sign);
+    return unary("abs", x, kernels::abs(x), false, [](const Tensor& g, const Tensor& x) {
+        const Tensor sign =
+            kernels::sub(mask(kernels::gt(x, 0.0), g), mask(kernels::lt(x, 0.0), g));
+        return kernels::mul(g, sign);
     });
 }
 
 Tensor exp(const Tensor& x) {
-    return unary("exp", x, k::exp(x), true,
-                 [](const Tensor& g, const Tensor& y) { return k::mul(g, y); });
+    return unary("exp", x, kernels::exp(x), true,
+                 [](const Tensor& g, const Tensor& y) { return kernels::mul(g, y); });
 }
 
 Tensor log(const Tensor& x) {
-    return unary("log", x, k::log(x), false,
-                 [](const Tensor& g, const Tensor& x) { return k::div(g, x); });
+    return unary("log", x, kernels::log(x), false,
+                 [](const Tensor& g, const Tensor& x) { return kernels::div(g, x); });
 }
 
 Tensor sqrt(const Tensor& x) {  // d√x = 1 / (2√x)
-    return unary("sqrt", x, k::sqrt(x), true,
-                 [](const Tensor& g, const Tensor& y) { return k::div(k::mul(g, 0.5), y); });
+    return unary("sqrt", x, kernels::sqrt(x), true, [](const Tensor& g, const Tensor& y) {
+        return kernels::div(kernels::mul(g, 0.5), y);
+    });
 }
 
 Tensor rsqrt(const Tensor& x) {  // d x^(-1/2) = -½ x^(-3/2) = -½ y³
-    return unary("rsqrt", x, k::rsqrt(x), true, [](const Tensor& g, const Tensor& y) {
-        return k::mul(g, k::mul(k::mul(k::mul(y, y), y), -0.5));
+    return unary("rsqrt", x, kernels::rsqrt(x), true, [](const Tensor& g, const Tensor& y) {
+        return kernels::mul(g, kernels::mul(kernels::mul(kernels::mul(y, y), y), -0.5));
     });
 }
 
 Tensor relu(const Tensor& x) {
-    return unary("relu", x, k::relu(x), true,
-                 [](const Tensor& g, const Tensor& y) { return k::relu_backward(g, y); });
+    return unary("relu", x, kernels::relu(x), true,
+                 [](const Tensor& g, const Tensor& y) { return kernels::relu_backward(g, y); });
 }
 
 Tensor sigmoid(const Tensor& x) {
-    return unary("sigmoid", x, k::sigmoid(x), true,
-                 [](const Tensor& g, const Tensor& y) { return k::sigmoid_backward(g, y); });
+    return unary("sigmoid", x, kernels::sigmoid(x), true,
+                 [](const Tensor& g, const Tensor& y) { return kernels::sigmoid_backward(g, y); });
 }
 
 Tensor tanh(const Tensor& x) {
-    return unary("tanh", x, k::tanh(x), true,
-                 [](const Tensor& g, const Tensor& y) { return k::tanh_backward(g, y); });
+    return unary("tanh", x, kernels::tanh(x), true,
+                 [](const Tensor& g, const Tensor& y) { return kernels::tanh_backward(g, y); });
 }
 
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
-    return unary("gelu", x, k::gelu(x, approximate), false,
+    return unary("gelu", x, kernels::gelu(x, approximate), false,
                  [approximate](const Tensor& g, const Tensor& x) {
-                     return k::gelu_backward(g, x, approximate);
+                     return kernels::gelu_backward(g, x, approximate);
                  });
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-    return unary("clamp", x, k::clamp(x, lo, hi), false, [lo, hi](const Tensor& g, const Tensor& x) {
-        Tensor inside = ones_like(g);
-        if (lo) inside = k::mul(inside, mask(k::ge(x, *lo), g));
-        if (hi) inside = k::mul(inside, mask(k::le(x, *hi), g));
-        return k::mul(g, inside);
-    });
+    return unary("clamp", x, kernels::clamp(x, lo, hi), false,
+                 [lo, hi](const Tensor& g, const Tensor& x) {
+                     Tensor inside = ones_like(g);
+                     if (lo) inside = kernels::mul(inside, mask(kernels::ge(x, *lo), g));
+                     if (hi) inside = kernels::mul(inside, mask(kernels::le(x, *hi), g));
+                     return kernels::mul(g, inside);
+                 });
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-    Tensor out = k::where(cond, a, b);
+    Tensor out = kernels::where(cond, a, b);
     if (auto node = autograd::make_node("where", {Tensor(), a, b})) {
         node->backward = [c = node->save(cond), sa = a.shape(), sb = b.shape()](const TensorList& g) {
             const Tensor z = zeros_like(g[0]);
-            return TensorList{Tensor(), sum_to(k::where(c, g[0], z), sa),
-                              sum_to(k::where(c, z, g[0]), sb)};
+            return TensorList{Tensor(), sum_to(kernels::where(c, g[0], z), sa),
+                              sum_to(kernels::where(c, z, g[0]), sb)};
         };
         autograd::set_history(node, out);
     }
     return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return k::eq(a, b); }
-Tensor eq(const Tensor& a, double s) { return k::eq(a, s); }
-Tensor ne(const Tensor& a, const Tensor& b) { return k::ne(a, b); }
-Tensor ne(const Tensor& a, double s) { return k::ne(a, s); }
-Tensor lt(const Tensor& a, const Tensor& b) { return k::lt(a, b); }
-Tensor lt(const Tensor& a, double s) { return k::lt(a, s); }
-Tensor le(const Tensor& a, const Tensor& b) { return k::le(a, b); }
-Tensor le(const Tensor& a, double s) { return k::le(a, s); }
-Tensor gt(const Tensor& a, const Tensor& b) { return k::gt(a, b); }
-Tensor gt(const Tensor& a, double s) { return k::gt(a, s); }
-Tensor ge(const Tensor& a, const Tensor& b) { return k::ge(a, b); }
-Tensor ge(const Tensor& a, double s) { return k::ge(a, s); }
+Tensor eq(const Tensor& a, const Tensor& b) { return kernels::eq(a, b); }
+Tensor eq(const Tensor& a, double s) { return kernels::eq(a, s); }
+Tensor ne(const Tensor& a, const Tensor& b) { return kernels::ne(a, b); }
+Tensor ne(const Tensor& a, double s) { return kernels::ne(a, s); }
+Tensor lt(const Tensor& a, const Tensor& b) { return kernels::lt(a, b); }
+Tensor lt(const Tensor& a, double s) { return kernels::lt(a, s); }
+Tensor le(const Tensor& a, const Tensor& b) { return kernels::le(a, b); }
+Tensor le(const Tensor& a, double s) { return kernels::le(a, s); }
+Tensor gt(const Tensor& a, const Tensor& b) { return kernels::gt(a, b); }
+Tensor gt(const Tensor& a, double s) { return kernels::gt(a, s); }
+Tensor ge(const Tensor& a, const Tensor& b) { return kernels::ge(a, b); }
+Tensor ge(const Tensor& a, double s) { return kernels::ge(a, s); }
 
 namespace {
 
@@ -288,13 +292,21 @@ Tensor inplace(const char* name, Tensor (*kernel)(const Tensor&, Other), const T
 
 }  // namespace
 
-Tensor add_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("add_", k::add_, a, b); }
-Tensor add_(const Tensor& a, double s) { return inplace<double>("add_", k::add_, a, s); }
-Tensor sub_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("sub_", k::sub_, a, b); }
-Tensor sub_(const Tensor& a, double s) { return inplace<double>("sub_", k::sub_, a, s); }
-Tensor mul_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("mul_", k::mul_, a, b); }
-Tensor mul_(const Tensor& a, double s) { return inplace<double>("mul_", k::mul_, a, s); }
-Tensor div_(const Tensor& a, const Tensor& b) { return inplace<const Tensor&>("div_", k::div_, a, b); }
-Tensor div_(const Tensor& a, double s) { return inplace<double>("div_", k::div_, a, s); }
+Tensor add_(const Tensor& a, const Tensor& b) {
+    return inplace<const Tensor&>("add_", kernels::add_, a, b);
+}
+Tensor add_(const Tensor& a, double s) { return inplace<double>("add_", kernels::add_, a, s); }
+Tensor sub_(const Tensor& a, const Tensor& b) {
+    return inplace<const Tensor&>("sub_", kernels::sub_, a, b);
+}
+Tensor sub_(const Tensor& a, double s) { return inplace<double>("sub_", kernels::sub_, a, s); }
+Tensor mul_(const Tensor& a, const Tensor& b) {
+    return inplace<const Tensor&>("mul_", kernels::mul_, a, b);
+}
+Tensor mul_(const Tensor& a, double s) { return inplace<double>("mul_", kernels::mul_, a, s); }
+Tensor div_(const Tensor& a, const Tensor& b) {
+    return inplace<const Tensor&>("div_", kernels::div_, a, b);
+}
+Tensor div_(const Tensor& a, double s) { return inplace<double>("div_", kernels::div_, a, s); }
 
 }  // namespace ember

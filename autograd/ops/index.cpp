@@ -9,8 +9,6 @@
 #include "kernels/shape_ops.h"
 
 namespace ember {
-
-namespace k = kernels;
 using autograd::TensorList;
 
 namespace {
@@ -22,10 +20,11 @@ Tensor zeros_of(const Shape& shape, const Tensor& like) {
 }  // namespace
 
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
-    Tensor out = k::index_select(input, dim, index);
+    Tensor out = kernels::index_select(input, dim, index);
     if (auto node = autograd::make_node("index_select", {input})) {
-        node->backward = [idx = node->save(index), shape = input.shape(), dim](const TensorList& g) {
-            return TensorList{k::index_add(zeros_of(shape, g[0]), dim, idx, g[0])};
+        node->backward = [idx = node->save(index), shape = input.shape(),
+                          dim](const TensorList& g) {
+            return TensorList{kernels::index_add(zeros_of(shape, g[0]), dim, idx, g[0])};
         };
         autograd::set_history(node, out);
     }
@@ -33,10 +32,11 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
-    Tensor out = k::gather(input, dim, index);
+    Tensor out = kernels::gather(input, dim, index);
     if (auto node = autograd::make_node("gather", {input})) {
-        node->backward = [idx = node->save(index), shape = input.shape(), dim](const TensorList& g) {
-            return TensorList{k::scatter_add(zeros_of(shape, g[0]), dim, idx, g[0])};
+        node->backward = [idx = node->save(index), shape = input.shape(),
+                          dim](const TensorList& g) {
+            return TensorList{kernels::scatter_add(zeros_of(shape, g[0]), dim, idx, g[0])};
         };
         autograd::set_history(node, out);
     }
@@ -44,17 +44,17 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-    Tensor out = k::scatter_add(self, dim, index, src);
+    Tensor out = kernels::scatter_add(self, dim, index, src);
     if (auto node = autograd::make_node("scatter_add", {self, src})) {
         node->backward = [idx = node->save(index), ssrc = src.shape(), dim](const TensorList& g) {
             // src[i] went to out[index[i]]: its gradient is read back from there. Only
             // index's extent of src was used; the rest of src gets 0.
-            Tensor picked = k::gather(g[0], dim, idx);
+            Tensor picked = kernels::gather(g[0], dim, idx);
             if (picked.shape() != ssrc) {
                 Tensor full = zeros_of(ssrc, g[0]);
                 Tensor region = full;
                 for (int64_t d = 0; d < idx.dim(); ++d) region = views::narrow(region, d, 0, idx.size(d));
-                k::copy(region, picked);
+                kernels::copy(region, picked);
                 picked = full;
             }
             return TensorList{g[0], picked};
@@ -65,10 +65,10 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 }
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-    Tensor out = k::index_add(self, dim, index, source);
+    Tensor out = kernels::index_add(self, dim, index, source);
     if (auto node = autograd::make_node("index_add", {self, source})) {
         node->backward = [idx = node->save(index), dim](const TensorList& g) {
-            return TensorList{g[0], k::index_select(g[0], dim, idx)};
+            return TensorList{g[0], kernels::index_select(g[0], dim, idx)};
         };
         autograd::set_history(node, out);
     }
@@ -76,11 +76,12 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-    Tensor out = k::embedding(weight, indices);
+    Tensor out = kernels::embedding(weight, indices);
     if (auto node = autograd::make_node("embedding", {weight})) {
         node->backward = [idx = node->save(indices), shape = weight.shape()](const TensorList& g) {
             const Tensor rows = kernels::reshape(g[0], {-1, shape[1]});
-            return TensorList{k::index_add(zeros_of(shape, g[0]), 0, kernels::reshape(idx, {-1}), rows)};
+            return TensorList{
+                kernels::index_add(zeros_of(shape, g[0]), 0, kernels::reshape(idx, {-1}), rows)};
         };
         autograd::set_history(node, out);
     }
@@ -88,7 +89,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-    Tensor out = k::cat(tensors, dim);
+    Tensor out = kernels::cat(tensors, dim);
     if (auto node = autograd::make_node("cat", tensors)) {
         const int64_t d = wrap_dim(dim, out.dim(), "cat");
         // cat skips 1-d empty inputs (shape [0]), whatever dim is: -1 marks
@@ -114,7 +115,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-    Tensor out = k::stack(tensors, dim);
+    Tensor out = kernels::stack(tensors, dim);
     if (auto node = autograd::make_node("stack", tensors)) {
         const int64_t d = wrap_dim(dim, out.dim(), "stack");
         node->backward = [n = int64_t(tensors.size()), d](const TensorList& g) {
@@ -135,7 +136,7 @@ std::vector<Tensor> record_split(const char* name, const Tensor& t, std::vector<
                                  int64_t dim) {
     if (auto node = autograd::make_node(name, {t})) {
         const int64_t d = wrap_dim(dim, t.dim(), name);
-        node->backward = [d](const TensorList& g) { return TensorList{k::cat(g, d)}; };
+        node->backward = [d](const TensorList& g) { return TensorList{kernels::cat(g, d)}; };
         autograd::set_history(node, parts);
     }
     return parts;
@@ -149,7 +150,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
     std::vector<Tensor> parts;
     {
         NoGradGuard raw;
-        parts = k::split(t, split_size, dim);
+        parts = kernels::split(t, split_size, dim);
     }
     return record_split("split", t, std::move(parts), dim);
 }
@@ -158,7 +159,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
     std::vector<Tensor> parts;
     {
         NoGradGuard raw;
-        parts = k::split(t, sizes, dim);
+        parts = kernels::split(t, sizes, dim);
     }
     return record_split("split", t, std::move(parts), dim);
 }
@@ -167,7 +168,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
     std::vector<Tensor> parts;
     {
         NoGradGuard raw;
-        parts = k::chunk(t, chunks, dim);
+        parts = kernels::chunk(t, chunks, dim);
     }
     return record_split("chunk", t, std::move(parts), dim);
 }

@@ -13,8 +13,6 @@
 #include "kernels/reduce.h"
 
 namespace ember {
-
-namespace k = kernels;
 using autograd::TensorList;
 
 namespace {
@@ -22,7 +20,7 @@ namespace {
 // Number of targets that count (not ignore_index), as a 0-d tensor on the
 // targets' device: a mean divides by it without a host sync.
 Tensor counted(const Tensor& target, int64_t ignore_index, DType dtype) {
-    return k::sum(k::ne(target, double(ignore_index)).to(dtype));
+    return kernels::sum(kernels::ne(target, double(ignore_index)).to(dtype));
 }
 
 Tensor reduce(const Tensor& per_sample, Reduction r, const Tensor& count) {
@@ -38,16 +36,20 @@ Tensor reduce(const Tensor& per_sample, Reduction r, const Tensor& count) {
 
 Tensor cross_entropy(const Tensor& logits0, const Tensor& target, const CrossEntropyOptions& o) {
     const Tensor logits = amp::cast_input("cross_entropy", logits0);
-    k::CrossEntropyForward f =
-        k::cross_entropy_forward(logits, target, o.label_smoothing, o.ignore_index);
+    kernels::CrossEntropyForward f =
+        kernels::cross_entropy_forward(logits, target, o.label_smoothing, o.ignore_index);
     const Tensor count = o.reduction == Reduction::mean
                              ? counted(target, o.ignore_index, f.loss.dtype())
                              : Tensor();
     Tensor out;
     switch (o.reduction) {
         case Reduction::none: out = f.loss; break;
-        case Reduction::sum: out = k::sum(f.loss); break;
-        case Reduction::mean: out = k::div(k::sum(f.loss), count); break;
+        case Reduction::sum:
+            out = kernels::sum(f.loss);
+            break;
+        case Reduction::mean:
+            out = kernels::div(kernels::sum(f.loss), count);
+            break;
     }
     if (auto node = autograd::make_node("cross_entropy", {logits})) {
         node->backward = [x = node->save(logits), lse = node->save(f.lse), t = node->save(target),
@@ -56,11 +58,12 @@ Tensor cross_entropy(const Tensor& logits0, const Tensor& target, const CrossEnt
             // broadcast (sum), or g / count (mean).
             Tensor per = g[0];
             if (o.reduction != Reduction::none) {
-                const Tensor scaled = o.reduction == Reduction::mean ? k::div(g[0], count) : g[0];
+                const Tensor scaled =
+                    o.reduction == Reduction::mean ? kernels::div(g[0], count) : g[0];
                 per = views::expand(kernels::reshape(scaled, {1}), n);
             }
-            return TensorList{k::cross_entropy_backward(per, x, lse, t, o.label_smoothing,
-                                                        o.ignore_index)};
+            return TensorList{
+                kernels::cross_entropy_backward(per, x, lse, t, o.label_smoothing, o.ignore_index)};
         };
         autograd::set_history(node, out);
     }
@@ -81,10 +84,10 @@ Tensor nll_loss(const Tensor& log_probs0, const Tensor& target, const NllLossOpt
                 dtype_name(log_probs.dtype()));
     EMBER_CHECK(target.dtype() == DType::i64, "nll_loss: target must be i64, got ",
                 dtype_name(target.dtype()));
-    k::check_class_targets("nll_loss", target, log_probs.size(1), o.ignore_index);
-    const Tensor keep = k::ne(target, double(o.ignore_index));
+    kernels::check_class_targets("nll_loss", target, log_probs.size(1), o.ignore_index);
+    const Tensor keep = kernels::ne(target, double(o.ignore_index));
     // Ignored rows read class 0 (always valid) and are masked out.
-    const Tensor safe = k::where(keep, target, k::mul(target, 0.0).to(DType::i64));
+    const Tensor safe = kernels::where(keep, target, kernels::mul(target, 0.0).to(DType::i64));
     const Tensor picked = gather(log_probs, 1, views::unsqueeze(safe, 1)).squeeze(1);
     // where, not a multiplication by the mask: ignored rows contribute exactly 0
     // even where their (unused) log-probability is -inf.

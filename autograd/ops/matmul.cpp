@@ -11,8 +11,6 @@
 #include "kernels/reduce.h"
 
 namespace ember {
-
-namespace k = kernels;
 using autograd::sum_to;
 using autograd::TensorList;
 
@@ -24,7 +22,7 @@ Tensor mT(const Tensor& t) { return views::transpose(t, -1, -2); }
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
     const Tensor a = amp::cast_input("matmul", a0), b = amp::cast_input("matmul", b0);
-    Tensor out = k::matmul(a, b);
+    Tensor out = kernels::matmul(a, b);
     if (auto node = autograd::make_node("matmul", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
         node->backward = [a = node->save(a), b = node->save(b), ga, gb](const TensorList& g) {
@@ -40,8 +38,10 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
             else if (b.dim() == 1)
                 g2 = views::unsqueeze(g2, g2.dim());
             Tensor da, db;
-            if (ga) da = kernels::reshape(sum_to(k::matmul(g2, mT(b2)), a2.shape()), a.shape());
-            if (gb) db = kernels::reshape(sum_to(k::matmul(mT(a2), g2), b2.shape()), b.shape());
+            if (ga)
+                da = kernels::reshape(sum_to(kernels::matmul(g2, mT(b2)), a2.shape()), a.shape());
+            if (gb)
+                db = kernels::reshape(sum_to(kernels::matmul(mT(a2), g2), b2.shape()), b.shape());
             return TensorList{da, db};
         };
         autograd::set_history(node, out);
@@ -51,13 +51,13 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 
 Tensor bmm(const Tensor& a0, const Tensor& b0) {
     const Tensor a = amp::cast_input("bmm", a0), b = amp::cast_input("bmm", b0);
-    Tensor out = k::bmm(a, b);
+    Tensor out = kernels::bmm(a, b);
     if (auto node = autograd::make_node("bmm", {a, b})) {
         const bool ga = node->needs_input_grad(0), gb = node->needs_input_grad(1);
         node->backward = [a = gb ? node->save(a) : Tensor(), b = ga ? node->save(b) : Tensor(), ga,
                           gb](const TensorList& g) {
-            return TensorList{ga ? k::bmm(g[0], mT(b)) : Tensor(),
-                              gb ? k::bmm(mT(a), g[0]) : Tensor()};
+            return TensorList{ga ? kernels::bmm(g[0], mT(b)) : Tensor(),
+                              gb ? kernels::bmm(mT(a), g[0]) : Tensor()};
         };
         autograd::set_history(node, out);
     }
@@ -67,13 +67,13 @@ Tensor bmm(const Tensor& a0, const Tensor& b0) {
 Tensor addmm(const Tensor& c0, const Tensor& a0, const Tensor& b0) {
     const Tensor c = amp::cast_input("addmm", c0), a = amp::cast_input("addmm", a0),
                  b = amp::cast_input("addmm", b0);
-    Tensor out = k::addmm(c, a, b);
+    Tensor out = kernels::addmm(c, a, b);
     if (auto node = autograd::make_node("addmm", {c, a, b})) {
         const bool ga = node->needs_input_grad(1), gb = node->needs_input_grad(2);
         node->backward = [a = gb ? node->save(a) : Tensor(), b = ga ? node->save(b) : Tensor(),
                           sc = c.shape(), ga, gb](const TensorList& g) {
-            return TensorList{sum_to(g[0], sc), ga ? k::matmul(g[0], mT(b)) : Tensor(),
-                              gb ? k::matmul(mT(a), g[0]) : Tensor()};
+            return TensorList{sum_to(g[0], sc), ga ? kernels::matmul(g[0], mT(b)) : Tensor(),
+                              gb ? kernels::matmul(mT(a), g[0]) : Tensor()};
         };
         autograd::set_history(node, out);
     }
@@ -89,14 +89,14 @@ TensorList linear_grads(const Tensor& dy, const Tensor& x, const Tensor& w, cons
                         bool gx, bool gw, bool gbias) {
     const Tensor g2 = kernels::reshape(dy, {-1, dy.size(-1)});
     Tensor dx, dw, db;
-    if (gx) dx = kernels::reshape(k::matmul(g2, w), sx);
+    if (gx) dx = kernels::reshape(kernels::matmul(g2, w), sx);
     if (gw) {
-        k::LinearWeightGrads d =
-            k::linear_weight_grad(g2, kernels::reshape(x, {-1, sx.back()}), gbias);
+        kernels::LinearWeightGrads d =
+            kernels::linear_weight_grad(g2, kernels::reshape(x, {-1, sx.back()}), gbias);
         dw = d.weight;
         db = d.bias;
     } else if (gbias) {
-        db = k::sum(g2, {0});
+        db = kernels::sum(g2, {0});
     }
     return TensorList{dx, dw, db};
 }
@@ -106,7 +106,7 @@ TensorList linear_grads(const Tensor& dy, const Tensor& x, const Tensor& w, cons
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     const Tensor x = amp::cast_input("linear", x0), w = amp::cast_input("linear", w0),
                  bias = amp::cast_input("linear", bias0);
-    Tensor out = k::linear(x, w, bias);
+    Tensor out = kernels::linear(x, w, bias);
     if (auto node = autograd::make_node("linear", {x, w, bias})) {
         const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
                    gbias = node->needs_input_grad(2);
@@ -122,14 +122,14 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
 Tensor linear_relu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     const Tensor x = amp::cast_input("linear_relu", x0), w = amp::cast_input("linear_relu", w0),
                  bias = amp::cast_input("linear_relu", bias0);
-    Tensor out = k::linear_relu(x, w, bias);
+    Tensor out = kernels::linear_relu(x, w, bias);
     if (auto node = autograd::make_node("linear_relu", {x, w, bias})) {
         const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
                    gbias = node->needs_input_grad(2);
         // y > 0 exactly where the pre-ReLU value is > 0: the output is the mask.
         node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
                           y = node->save(out), sx = x.shape(), gx, gw, gbias](const TensorList& g) {
-            return linear_grads(k::relu_backward(g[0], y), x, w, sx, gx, gw, gbias);
+            return linear_grads(kernels::relu_backward(g[0], y), x, w, sx, gx, gw, gbias);
         };
         autograd::set_history(node, out);
     }
@@ -140,7 +140,7 @@ Tensor linear_gelu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
     const Tensor x = amp::cast_input("linear_gelu", x0), w = amp::cast_input("linear_gelu", w0),
                  bias = amp::cast_input("linear_gelu", bias0);
     // The pre-activation only where a backward will read it.
-    k::LinearGelu r = k::linear_gelu(x, w, bias, autograd::needs_grad({x, w, bias}));
+    kernels::LinearGelu r = kernels::linear_gelu(x, w, bias, autograd::needs_grad({x, w, bias}));
     if (auto node = autograd::make_node("linear_gelu", {x, w, bias})) {
         const bool gx = node->needs_input_grad(0), gw = node->needs_input_grad(1),
                    gbias = node->needs_input_grad(2);
@@ -148,8 +148,8 @@ Tensor linear_gelu(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
         node->backward = [x = gw ? node->save(x) : Tensor(), w = gx ? node->save(w) : Tensor(),
                           pre = node->save(r.pre), sx = x.shape(), gx, gw,
                           gbias](const TensorList& g) {
-            return linear_grads(k::gelu_backward(g[0], pre, GeluApprox::tanh), x, w, sx, gx, gw,
-                                gbias);
+            return linear_grads(kernels::gelu_backward(g[0], pre, GeluApprox::tanh), x, w, sx, gx,
+                                gw, gbias);
         };
         autograd::set_history(node, r.out);
     }

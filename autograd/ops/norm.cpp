@@ -14,8 +14,6 @@
 #include "kernels/reduce.h"
 
 namespace ember {
-
-namespace k = kernels;
 using autograd::TensorList;
 
 namespace {
@@ -30,16 +28,18 @@ TensorList batch_norm_eval_backward(const Tensor& g, const Tensor& x, const Tens
     Shape dims;
     for (int64_t d = 0; d < x.dim(); ++d)
         if (d != 1) dims.push_back(d);
-    const Tensor invstd = kernels::reshape(k::rsqrt(k::add(var.to(g.dtype()), eps)), bshape);
+    const Tensor invstd =
+        kernels::reshape(kernels::rsqrt(kernels::add(var.to(g.dtype()), eps)), bshape);
     const Tensor scale =
-        w.defined() ? k::mul(invstd, kernels::reshape(w.to(g.dtype()), bshape)) : invstd;
+        w.defined() ? kernels::mul(invstd, kernels::reshape(w.to(g.dtype()), bshape)) : invstd;
     TensorList out(3);
-    if (need[0]) out[0] = k::mul(g, scale);
+    if (need[0]) out[0] = kernels::mul(g, scale);
     if (need[1]) {
-        const Tensor xhat = k::mul(k::sub(x, kernels::reshape(mean.to(g.dtype()), bshape)), invstd);
-        out[1] = k::sum(k::mul(g, xhat), dims);
+        const Tensor xhat =
+            kernels::mul(kernels::sub(x, kernels::reshape(mean.to(g.dtype()), bshape)), invstd);
+        out[1] = kernels::sum(kernels::mul(g, xhat), dims);
     }
-    if (need[2]) out[2] = k::sum(g, dims);
+    if (need[2]) out[2] = kernels::sum(g, dims);
     return out;
 }
 
@@ -52,7 +52,7 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
     if (!training) {
         EMBER_CHECK(running_mean.defined() && running_var.defined(),
                     "batch_norm: evaluation mode needs running_mean and running_var");
-        Tensor out = k::batch_norm_inference(x, weight, bias, running_mean, running_var, eps);
+        Tensor out = kernels::batch_norm_inference(x, weight, bias, running_mean, running_var, eps);
         if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
             const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                               node->needs_input_grad(2)};
@@ -68,14 +68,15 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
     // A checkpointed segment's recompute must not update the running
     // statistics a second time (autograd::is_recomputing()).
     const bool update = !autograd::is_recomputing();
-    k::BatchNormForward f = k::batch_norm_forward(x, weight, bias, update ? running_mean : Tensor(),
-                                                  update ? running_var : Tensor(), momentum, eps);
+    kernels::BatchNormForward f =
+        kernels::batch_norm_forward(x, weight, bias, update ? running_mean : Tensor(),
+                                    update ? running_var : Tensor(), momentum, eps);
     if (auto node = autograd::make_node("batch_norm", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                           node->needs_input_grad(2)};
         node->backward = [x = node->save(x), w = node->save(weight), m = node->save(f.save_mean),
                           s = node->save(f.save_invstd), need](const TensorList& g) {
-            k::NormGrads d = k::batch_norm_backward(g[0], x, w, m, s, need);
+            kernels::NormGrads d = kernels::batch_norm_backward(g[0], x, w, m, s, need);
             return TensorList{d.input, d.weight, d.bias};
         };
         autograd::set_history(node, f.output);
@@ -91,9 +92,9 @@ Tensor batch_norm_relu(const Tensor& x0, const Tensor& running_mean, const Tenso
     // batch_norm's autocast policy (f32): the same statistics, the same kernel.
     const Tensor x = amp::cast_input("batch_norm", x0);
     const bool update = !autograd::is_recomputing();  // as batch_norm
-    k::BatchNormForward f =
-        k::batch_norm_relu_forward(x, weight, bias, update ? running_mean : Tensor(),
-                                   update ? running_var : Tensor(), momentum, eps);
+    kernels::BatchNormForward f =
+        kernels::batch_norm_relu_forward(x, weight, bias, update ? running_mean : Tensor(),
+                                         update ? running_var : Tensor(), momentum, eps);
     if (auto node = autograd::make_node("batch_norm_relu", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                           node->needs_input_grad(2)};
@@ -102,7 +103,7 @@ Tensor batch_norm_relu(const Tensor& x0, const Tensor& running_mean, const Tenso
         node->backward = [x = node->save(x), y = node->save(f.output), w = node->save(weight),
                           m = node->save(f.save_mean), s = node->save(f.save_invstd),
                           need](const TensorList& g) {
-            k::NormGrads d = k::batch_norm_relu_backward(g[0], y, x, w, m, s, need);
+            kernels::NormGrads d = kernels::batch_norm_relu_backward(g[0], y, x, w, m, s, need);
             return TensorList{d.input, d.weight, d.bias};
         };
         autograd::set_history(node, f.output);
@@ -122,9 +123,9 @@ Tensor batch_norm_add_relu(const Tensor& x0, const Tensor& residual0, const Tens
     const Tensor x = amp::cast_input("batch_norm", x0);
     const Tensor residual = amp::cast_input("batch_norm", residual0);
     const bool update = !autograd::is_recomputing();  // as batch_norm
-    k::BatchNormForward f =
-        k::batch_norm_add_relu_forward(x, residual, weight, bias, update ? running_mean : Tensor(),
-                                       update ? running_var : Tensor(), momentum, eps);
+    kernels::BatchNormForward f = kernels::batch_norm_add_relu_forward(
+        x, residual, weight, bias, update ? running_mean : Tensor(),
+        update ? running_var : Tensor(), momentum, eps);
     if (auto node = autograd::make_node("batch_norm_add_relu", {x, residual, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(2),
                                           node->needs_input_grad(3)};
@@ -135,10 +136,10 @@ Tensor batch_norm_add_relu(const Tensor& x0, const Tensor& residual0, const Tens
         node->backward = [x = node->save(x), y = node->save(f.output), w = node->save(weight),
                           m = node->save(f.save_mean), s = node->save(f.save_invstd), need,
                           need_residual](const TensorList& g) {
-            const Tensor masked = k::relu_backward(g[0], y);
-            k::NormGrads d = need[0] || need[1] || need[2]
-                                 ? k::batch_norm_backward(masked, x, w, m, s, need)
-                                 : k::NormGrads{};
+            const Tensor masked = kernels::relu_backward(g[0], y);
+            kernels::NormGrads d = need[0] || need[1] || need[2]
+                                       ? kernels::batch_norm_backward(masked, x, w, m, s, need)
+                                       : kernels::NormGrads{};
             return TensorList{d.input, need_residual ? masked : Tensor(), d.weight, d.bias};
         };
         autograd::set_history(node, f.output);
@@ -149,13 +150,15 @@ Tensor batch_norm_add_relu(const Tensor& x0, const Tensor& residual0, const Tens
 Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
     const Tensor x = amp::cast_input("layer_norm", x0);
-    k::LayerNormForward f = k::layer_norm_forward(x, normalized_shape, weight, bias, eps);
+    kernels::LayerNormForward f =
+        kernels::layer_norm_forward(x, normalized_shape, weight, bias, eps);
     if (auto node = autograd::make_node("layer_norm", {x, weight, bias})) {
         const std::array<bool, 3> need = {node->needs_input_grad(0), node->needs_input_grad(1),
                                           node->needs_input_grad(2)};
         node->backward = [x = node->save(x), w = node->save(weight), m = node->save(f.mean),
                           r = node->save(f.rstd), normalized_shape, need](const TensorList& g) {
-            k::NormGrads d = k::layer_norm_backward(g[0], x, normalized_shape, w, m, r, need);
+            kernels::NormGrads d =
+                kernels::layer_norm_backward(g[0], x, normalized_shape, w, m, r, need);
             return TensorList{d.input, d.weight, d.bias};
         };
         autograd::set_history(node, f.output);
@@ -169,11 +172,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     if (!training || p == 0) return x;
     if (p == 1) return mul(x, 0.0);  // every element dropped (recorded: gradient 0)
     Generator& g = gen ? *gen : default_generator();
-    const GeneratorState at = g.reserve(k::dropout_blocks(x.numel()));
-    k::DropoutForward f = k::dropout_forward(x, p, at.seed, at.offset);
+    const GeneratorState at = g.reserve(kernels::dropout_blocks(x.numel()));
+    kernels::DropoutForward f = kernels::dropout_forward(x, p, at.seed, at.offset);
     if (auto node = autograd::make_node("dropout", {x})) {
         node->backward = [mask = node->save(f.mask), p](const TensorList& g) {
-            return TensorList{k::dropout_backward(g[0], mask, p)};
+            return TensorList{kernels::dropout_backward(g[0], mask, p)};
         };
         autograd::set_history(node, f.output);
     }

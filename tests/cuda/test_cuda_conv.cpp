@@ -23,7 +23,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -128,20 +127,21 @@ Tensor gpu(const Tensor& t) { return t.defined() ? t.to(kGpu) : t; }
 Tensor as(const Tensor& t, DType d) { return t.defined() ? t.to(d) : t; }
 
 Tensor forward(const Operands& o, const ConvCase& c) {
-    return k::conv2d(o.x, o.w, o.b, c.stride, c.padding, c.dilation, c.groups);
+    return kernels::conv2d(o.x, o.w, o.b, c.stride, c.padding, c.dilation, c.groups);
 }
-k::Conv2dGrads backward(const Operands& o, const ConvCase& c, std::array<bool, 3> need) {
-    return k::conv2d_backward(o.dy, o.x, o.w, c.stride, c.padding, c.dilation, c.groups, need);
+kernels::Conv2dGrads backward(const Operands& o, const ConvCase& c, std::array<bool, 3> need) {
+    return kernels::conv2d_backward(o.dy, o.x, o.w, c.stride, c.padding, c.dilation, c.groups,
+                                    need);
 }
 Operands on_gpu(const Operands& o) { return {gpu(o.x), gpu(o.w), gpu(o.b), gpu(o.dy)}; }
 Operands in_dtype(const Operands& o, DType d) {
     return {as(o.x, d), as(o.w, d), as(o.b, d), as(o.dy, d)};
 }
 
-void check_grads(const k::Conv2dGrads& got, const k::Conv2dGrads& want, std::array<bool, 3> need,
-                 DType dt) {
-    const Tensor k::Conv2dGrads::*member[] = {&k::Conv2dGrads::input, &k::Conv2dGrads::weight,
-                                              &k::Conv2dGrads::bias};
+void check_grads(const kernels::Conv2dGrads& got, const kernels::Conv2dGrads& want,
+                 std::array<bool, 3> need, DType dt) {
+    const Tensor kernels::Conv2dGrads::*member[] = {
+        &kernels::Conv2dGrads::input, &kernels::Conv2dGrads::weight, &kernels::Conv2dGrads::bias};
     for (int i = 0; i < 3; ++i) {
         INFO("gradient " << (i == 0 ? "input" : i == 1 ? "weight" : "bias"));
         CHECK((got.*member[i]).defined() == need[size_t(i)]);
@@ -155,9 +155,9 @@ TEST_CASE("cuda conv2d without cuDNN is a clear error", "[cuda][conv]") {
     if (have_cudnn()) return;  // the other tests run instead
     const Tensor x = random_tensor({1, 2, 5, 5}, DType::f32, 1).to(kGpu);
     const Tensor w = random_tensor({3, 2, 3, 3}, DType::f32, 2).to(kGpu);
-    REQUIRE_THROWS_WITH_MSG(k::conv2d(x, w), "conv2d on CUDA needs cuDNN");
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d(x, w), "conv2d on CUDA needs cuDNN");
     const Tensor dy = random_tensor({1, 3, 3, 3}, DType::f32, 3).to(kGpu);
-    REQUIRE_THROWS_WITH_MSG(k::conv2d_backward(dy, x, w, {1, 1}, {0, 0}, {1, 1}, 1),
+    REQUIRE_THROWS_WITH_MSG(kernels::conv2d_backward(dy, x, w, {1, 1}, {0, 0}, {1, 1}, 1),
                             "conv2d on CUDA needs cuDNN");
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("cuda conv2d on channels-last operands equals the CPU's", "[cuda][conv
             last.x = last.x.contiguous(MemoryFormat::channels_last);
             last.dy = last.dy.contiguous(MemoryFormat::channels_last);
             const Tensor y = forward(last, c);
-            const k::Conv2dGrads g = backward(last, c, {true, true, true});
+            const kernels::Conv2dGrads g = backward(last, c, {true, true, true});
             // Where NHWC differs from NCHW (more than one channel and pixel), the format is kept.
             const bool distinct = last.x.suggest_memory_format() == MemoryFormat::channels_last &&
                                   c.weight[0] > 1 && y.size(2) * y.size(3) > 1;
@@ -205,7 +205,7 @@ TEST_CASE("cuda conv2d on channels-last operands equals the CPU's", "[cuda][conv
         }
     // cuDNN saw NHWC descriptors: choices under channels-last keys, none for f64.
     int last_keys = 0, last_f64 = 0;
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries()) {
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries()) {
         last_keys += key.channels_last;
         last_f64 += key.channels_last && key.dtype == DType::f64;
     }
@@ -255,10 +255,10 @@ TEST_CASE("cuda conv2d in f32 runs without TF32", "[cuda][conv]") {
     check_gpu(forward(on_gpu(o), c), forward(o, c), DType::f32);
     (void)backward(on_gpu(o), c, {true, true, true});
     int f32_entries = 0;
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries())
         if (key.dtype == DType::f32) {
             ++f32_entries;
-            INFO(k::conv_direction_name(key.direction) << " algo " << choice.algo);
+            INFO(kernels::conv_direction_name(key.direction) << " algo " << choice.algo);
             CHECK(choice.math == kFmaMath);
         }
     CHECK(f32_entries >= 3);
@@ -276,8 +276,8 @@ TEST_CASE("cuda conv2d in deterministic mode gives the same bits twice", "[cuda]
             INFO("benchmark " << bench << " " << dtype_name(dt));
             const Operands g = on_gpu(operands(c, dt, 600));
             const Tensor y1 = forward(g, c), y2 = forward(g, c);
-            const k::Conv2dGrads g1 = backward(g, c, {true, true, true});
-            const k::Conv2dGrads g2 = backward(g, c, {true, true, true});
+            const kernels::Conv2dGrads g1 = backward(g, c, {true, true, true});
+            const kernels::Conv2dGrads g2 = backward(g, c, {true, true, true});
             require_same_bits(y1, y2);
             require_same_bits(g1.input, g2.input);
             require_same_bits(g1.weight, g2.weight);
@@ -290,7 +290,7 @@ TEST_CASE("cuda conv2d in deterministic mode gives the same bits twice", "[cuda]
         }
     }
     int deterministic = 0;  // the keys carry the mode: 3 directions x 2 dtypes x 2 modes
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries())
         deterministic += key.deterministic && key.n == 32;
     CHECK(deterministic == 12);
 }
@@ -305,18 +305,18 @@ TEST_CASE("cuda conv2d with benchmark mode on and off agree", "[cuda][conv]") {
         const Operands ref = in_dtype(o, ref_dtype(dt));
         set_cudnn_benchmark(true);
         const Tensor timed = forward(on_gpu(o), c);
-        const k::Conv2dGrads timed_g = backward(on_gpu(o), c, {true, true, true});
+        const kernels::Conv2dGrads timed_g = backward(on_gpu(o), c, {true, true, true});
         set_cudnn_benchmark(false);
         const Tensor heuristic = forward(on_gpu(o), c);
-        const k::Conv2dGrads heuristic_g = backward(on_gpu(o), c, {true, true, true});
+        const kernels::Conv2dGrads heuristic_g = backward(on_gpu(o), c, {true, true, true});
         for (const Tensor& y : {timed, heuristic}) check_gpu(y, forward(ref, c), dt);
-        const k::Conv2dGrads want = backward(ref, c, {true, true, true});
+        const kernels::Conv2dGrads want = backward(ref, c, {true, true, true});
         check_grads(timed_g, want, {true, true, true}, dt);
         check_grads(heuristic_g, want, {true, true, true}, dt);
     }
     // Both modes left their choices, apart.
     int timed = 0, heuristic = 0;
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries())
         if (key.n == 4 && key.c == 32 && key.h == 17 && !key.channels_last)
             (key.benchmark ? timed : heuristic) += 1;
     CHECK(timed == 12);  // 3 directions x 4 dtypes
@@ -338,27 +338,28 @@ TEST_CASE("cuda conv2d algorithm cache: saved, loaded back and used", "[cuda][co
     clear_conv_algorithms();
     const Tensor y = forward(g, c);
     (void)backward(g, c, {true, true, false});
-    const auto tuned = k::conv_algo_cache(0).entries();
+    const auto tuned = kernels::conv_algo_cache(0).entries();
     REQUIRE(tuned.size() == 3);  // forward, backward data, backward filter
     CHECK(save_conv_algorithms(path) == 3);
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
-    const auto records = k::parse_conv_algorithms(text.str(), path);
+    const auto records = kernels::parse_conv_algorithms(text.str(), path);
     REQUIRE(records.size() == 3);
-    for (const k::ConvAlgoRecord& r : records) CHECK(r.device == cuda_device_properties(0).name);
+    for (const kernels::ConvAlgoRecord& r : records)
+        CHECK(r.device == cuda_device_properties(0).name);
 
     clear_conv_algorithms();
-    CHECK(k::conv_algo_cache(0).size() == 0);
+    CHECK(kernels::conv_algo_cache(0).size() == 0);
     size_t same_model = 0;  // every device of this model loads the entries
     for (int i = 0; i < cuda_device_count(); ++i)
         same_model += cuda_device_properties(i).name == cuda_device_properties(0).name;
     CHECK(load_conv_algorithms(path) == 3 * same_model);
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries())
-        CHECK(choice.workspace == k::kWorkspaceUnknown);  // until first used
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries())
+        CHECK(choice.workspace == kernels::kWorkspaceUnknown);  // until first used
     require_same_bits(forward(g, c), y);  // the same algorithm: the same bits, no new timing
     (void)backward(g, c, {true, true, false});
-    const auto used = k::conv_algo_cache(0).entries();
+    const auto used = kernels::conv_algo_cache(0).entries();
     REQUIRE(used.size() == tuned.size());
     for (size_t i = 0; i < used.size(); ++i) {
         CHECK(used[i].first == tuned[i].first);
@@ -374,12 +375,13 @@ TEST_CASE("cuda conv2d algorithm cache: saved, loaded back and used", "[cuda][co
     clear_conv_algorithms();
     REQUIRE(load_conv_algorithms(path) >= 3);
     check_gpu(forward(g, c), forward(operands(c, DType::f32, 800), c), DType::f32);
-    for (const auto& [key, choice] : k::conv_algo_cache(0).entries()) CHECK(choice.algo != 63);
+    for (const auto& [key, choice] : kernels::conv_algo_cache(0).entries())
+        CHECK(choice.algo != 63);
 
     // A corrupt file loads nothing.
     std::ofstream(path) << text.str() << "forward f32 x=1\n";
     clear_conv_algorithms();
     REQUIRE_THROWS_WITH_MSG(load_conv_algorithms(path), "field 'x' needs 4");
-    CHECK(k::conv_algo_cache(0).size() == 0);
+    CHECK(kernels::conv_algo_cache(0).size() == 0);
     std::filesystem::remove_all(dir);
 }

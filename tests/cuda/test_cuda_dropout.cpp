@@ -8,7 +8,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 const Device kGpu = Device::cuda(0);
@@ -26,22 +25,22 @@ TEST_CASE("cuda dropout: same seed, same mask and output as the CPU", "[cuda][dr
             for (double p : {0.0, 0.1, 0.5, 0.9}) {
                 const uint64_t first = seed * 977 + (uint64_t(1) << 33);  // past 32 bits too
                 const Tensor x = random_tensor(shape, dt, ++seed, -3, 3);
-                const auto want = k::dropout_forward(x, p, 1234, first);
+                const auto want = kernels::dropout_forward(x, p, 1234, first);
                 for (bool strided : {false, true}) {
                     INFO(dtype_name(dt) << " " << shape_str(shape) << " p " << p
                                         << (strided ? " strided" : ""));
                     const Tensor gx = strided ? non_contiguous(gpu(x)) : gpu(x);
-                    const auto got = k::dropout_forward(gx, p, 1234, first);
+                    const auto got = kernels::dropout_forward(gx, p, 1234, first);
                     REQUIRE(got.output.device() == kGpu);
                     CHECK(host(got.mask).to_vector<uint8_t>() == want.mask.to_vector<uint8_t>());
                     check_close(host(got.output), want.output, 0, 0);
-                    const auto again = k::dropout_forward(gx, p, 1234, first);
+                    const auto again = kernels::dropout_forward(gx, p, 1234, first);
                     CHECK(host(again.mask).to_vector<uint8_t>() == want.mask.to_vector<uint8_t>());
                     // The backward with that mask.
                     const Tensor g = random_tensor(shape, dt, seed + 1000);
                     const Tensor dg = strided ? non_contiguous(gpu(g)) : gpu(g);
-                    check_close(host(k::dropout_backward(dg, got.mask, p)),
-                                k::dropout_backward(g, want.mask, p), 0, 0);
+                    check_close(host(kernels::dropout_backward(dg, got.mask, p)),
+                                kernels::dropout_backward(g, want.mask, p), 0, 0);
                 }
             }
 }
@@ -49,7 +48,7 @@ TEST_CASE("cuda dropout: same seed, same mask and output as the CPU", "[cuda][dr
 TEST_CASE("cuda dropout: the mask is rand() >= p at the same generator state", "[cuda][dropout]") {
     const int64_t n = 100003;
     const Tensor x = gpu(ones({n}));
-    const auto f = k::dropout_forward(x, 0.3, 42, 17);
+    const auto f = kernels::dropout_forward(x, 0.3, 42, 17);
     Generator gen(42);
     gen.set_state({42, 17});
     const std::vector<float> u = rand({n}, {DType::f32}, &gen).to_vector<float>();

@@ -6,7 +6,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 const Device kGpu = Device::cuda(0);
@@ -18,12 +17,12 @@ TEST_CASE("cuda: in place on a strided device view equals the CPU's", "[cuda][el
     Tensor base = random_tensor({8, 16}, DType::f32, 5);
     Tensor g = gpu(base);
     Tensor view = g.slice(1, 0, 16, 2);
-    k::add_(view, gpu(random_tensor({8}, DType::f32, 6)).unsqueeze(1));
+    kernels::add_(view, gpu(random_tensor({8}, DType::f32, 6)).unsqueeze(1));
     Tensor host = base.clone();
-    k::add_(host.slice(1, 0, 16, 2), random_tensor({8}, DType::f32, 6).unsqueeze(1));
+    kernels::add_(host.slice(1, 0, 16, 2), random_tensor({8}, DType::f32, 6).unsqueeze(1));
     check_close(cpu(g), host, 0, 0);
 }
 
 TEST_CASE("cuda: mixing devices is a clear error", "[cuda][elementwise]") {
-    REQUIRE_THROWS_WITH_MSG(k::add(ones({2}), ones({2}, {.device = kGpu})), "cuda:0");
+    REQUIRE_THROWS_WITH_MSG(kernels::add(ones({2}), ones({2}, {.device = kGpu})), "cuda:0");
 }

@@ -13,7 +13,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -52,18 +51,19 @@ TEST_CASE("cuda attention: the composite path equals the CPU's fused kernel", "[
                          kk = random_tensor({c.b, c.h, c.tk, c.d}, dt, 2),
                          v = random_tensor({c.b, c.h, c.tk, c.d}, dt, 3),
                          g = random_tensor({c.b, c.h, c.tq, c.d}, dt, 4);
-            k::AttentionArgs a;
+            kernels::AttentionArgs a;
             a.causal = c.causal;
             a.scale = 1.0 / std::sqrt(double(c.d));
             a.dropout_p = c.dropout;
             a.seed = 17;
             a.first_block = 5;
-            const k::AttentionForward cpu = k::attention_forward(q, kk, v, a);
-            const k::AttentionGrads dcpu = k::attention_backward(g, q, kk, v, cpu.out, cpu.lse, a);
-            const k::AttentionForward gpu =
-                k::attention_forward(q.to(kGpu), kk.to(kGpu), v.to(kGpu), a);
+            const kernels::AttentionForward cpu = kernels::attention_forward(q, kk, v, a);
+            const kernels::AttentionGrads dcpu =
+                kernels::attention_backward(g, q, kk, v, cpu.out, cpu.lse, a);
+            const kernels::AttentionForward gpu =
+                kernels::attention_forward(q.to(kGpu), kk.to(kGpu), v.to(kGpu), a);
             REQUIRE(gpu.out.device() == kGpu);
-            const k::AttentionGrads dgpu = k::attention_backward(
+            const kernels::AttentionGrads dgpu = kernels::attention_backward(
                 g.to(kGpu), q.to(kGpu), kk.to(kGpu), v.to(kGpu), gpu.out, gpu.lse, a);
             // bf16: the GPU's products and probabilities are rounded to bf16.
             const double tol = dt == DType::bf16 ? 3e-2 : 2e-5;

@@ -15,7 +15,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -51,7 +50,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // Whether index_add(self, dim, index [len], source) takes the sorted path.
 bool takes_sorted_path(const Shape& self, int64_t dim, int64_t len) {
-    k::View s, i, r;
+    kernels::View s, i, r;
     s.ndim = i.ndim = r.ndim = int(self.size());
     int64_t step = 1;
     for (int d = s.ndim - 1; d >= 0; --d) {
@@ -66,8 +65,8 @@ bool takes_sorted_path(const Shape& self, int64_t dim, int64_t len) {
         i.strides[d] = d == dim ? 1 : 0;
         step *= r.shape[d];
     }
-    const k::cuda::ScatterLines lines = k::cuda::scatter_lines(s, i, r, int(dim));
-    return k::cuda::use_sorted_scatter(lines, self[size_t(dim)]);
+    const kernels::cuda::ScatterLines lines = kernels::cuda::scatter_lines(s, i, r, int(dim));
+    return kernels::cuda::use_sorted_scatter(lines, self[size_t(dim)]);
 }
 
 }  // namespace
@@ -90,16 +89,16 @@ TEST_CASE("cuda index: index_select and gather equal the CPU for every dtype and
                     const Tensor sel = layout(
                         size == 0 ? empty({0}, {it}) : random_index({n}, size, it, case_no + 7),
                         case_no / 2);
-                    check_close(host(k::index_select(gpu(input), dim, gpu(sel))),
-                                k::index_select(input, dim, sel), 0, 0);
+                    check_close(host(kernels::index_select(gpu(input), dim, gpu(sel))),
+                                kernels::index_select(input, dim, sel), 0, 0);
                     // gather: index as large as input except along dim (larger there).
                     if (size == 0) continue;
                     Shape ishape = shape;
                     ishape[size_t(dim)] = 1 + case_no % 5;
                     const Tensor idx =
                         layout(random_index(ishape, size, it, case_no + 11), case_no / 4);
-                    check_close(host(k::gather(gpu(input), dim, gpu(idx))),
-                                k::gather(input, dim, idx), 0, 0);
+                    check_close(host(kernels::gather(gpu(input), dim, gpu(idx))),
+                                kernels::gather(input, dim, idx), 0, 0);
                 }
 }
 
@@ -110,21 +109,24 @@ TEST_CASE("cuda index: embedding equals the CPU, expanded and strided operands t
         for (DType it : {DType::i64, DType::i32}) {
             const Tensor weight = random_tensor({50, 33}, dt, ++seed);
             const Tensor idx = random_index({7, 13}, 50, it, ++seed);
-            check_close(host(k::embedding(gpu(weight), gpu(idx))), k::embedding(weight, idx), 0, 0);
+            check_close(host(kernels::embedding(gpu(weight), gpu(idx))),
+                        kernels::embedding(weight, idx), 0, 0);
             // A transposed weight, a transposed and an expanded index, a 0-d index.
             const Tensor wt = non_contiguous(weight);
-            check_close(host(k::embedding(gpu(weight).t().contiguous().t(), gpu(non_contiguous(idx)))),
-                        k::embedding(wt, idx), 0, 0);
+            check_close(host(kernels::embedding(gpu(weight).t().contiguous().t(),
+                                                gpu(non_contiguous(idx)))),
+                        kernels::embedding(wt, idx), 0, 0);
             const Tensor row = random_index({1, 9}, 50, it, ++seed);
-            check_close(host(k::embedding(gpu(weight), gpu(row).expand({4, 9}))),
-                        k::embedding(weight, row.expand({4, 9})), 0, 0);
+            check_close(host(kernels::embedding(gpu(weight), gpu(row).expand({4, 9}))),
+                        kernels::embedding(weight, row.expand({4, 9})), 0, 0);
             const Tensor one = from_vector(std::vector<int64_t>{49}, {}).to(it);
-            check_close(host(k::embedding(gpu(weight), gpu(one))), k::embedding(weight, one), 0, 0);
+            check_close(host(kernels::embedding(gpu(weight), gpu(one))),
+                        kernels::embedding(weight, one), 0, 0);
         }
     // Many tokens: the grid-stride loop over more than one wave of blocks.
     const Tensor w = random_tensor({1000, 257}, DType::bf16, 3);
     const Tensor ids = random_index({64, 129}, 1000, DType::i64, 4);
-    check_close(host(k::embedding(gpu(w), gpu(ids))), k::embedding(w, ids), 0, 0);
+    check_close(host(kernels::embedding(gpu(w), gpu(ids))), kernels::embedding(w, ids), 0, 0);
 }
 
 TEST_CASE("cuda index: scatter_add and index_add equal the CPU bit for bit, every run",
@@ -149,13 +151,13 @@ TEST_CASE("cuda index: scatter_add and index_add equal the CPU bit for bit, ever
                                                        DType::i64, ++seed), strided);
                 const Tensor src = random_tensor(c.index, dt, ++seed, -100, 100);
                 if (size == 0 && idx.numel() > 0) continue;
-                const Tensor want = k::scatter_add(self, c.dim, idx, src);
+                const Tensor want = kernels::scatter_add(self, c.dim, idx, src);
                 // In place into a transposed self on the device.
                 Tensor dself = gpu(self);
                 if (strided) dself = non_contiguous(dself);
-                k::scatter_add_(dself, c.dim, gpu(idx), gpu(src));
+                kernels::scatter_add_(dself, c.dim, gpu(idx), gpu(src));
                 check_close(host(dself), want, 0, 0);
-                const Tensor again = k::scatter_add(gpu(self), c.dim, gpu(idx), gpu(src));
+                const Tensor again = kernels::scatter_add(gpu(self), c.dim, gpu(idx), gpu(src));
                 check_close(host(again), want, 0, 0);
                 // index_add: a 1-d index along dim, source of self's shape elsewhere.
                 Shape sshape = c.self;
@@ -164,8 +166,8 @@ TEST_CASE("cuda index: scatter_add and index_add equal the CPU bit for bit, ever
                 const Tensor line = random_index({sshape[size_t(c.dim)]}, std::max<int64_t>(size, 1),
                                                  DType::i32, ++seed);
                 if (size == 0 && line.numel() > 0) continue;
-                check_close(host(k::index_add(gpu(self), c.dim, gpu(line), gpu(source))),
-                            k::index_add(self, c.dim, line, source), 0, 0);
+                check_close(host(kernels::index_add(gpu(self), c.dim, gpu(line), gpu(source))),
+                            kernels::index_add(self, c.dim, line, source), 0, 0);
             }
 }
 
@@ -174,26 +176,27 @@ TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", 
     std::vector<int64_t> v = {0, 3, 1, 2, 3, 0};
     v[4] = 6;
     const Tensor bad = gpu(from_vector(v, {6}));
-    std::string msg = error_of([&] { (void)host(k::index_select(input, 1, bad)); });
+    std::string msg = error_of([&] { (void)host(kernels::index_select(input, 1, bad)); });
     INFO(msg);
     CHECK(msg.find("index_select: index 6 at position 4 is out of range [0, 6)") != std::string::npos);
 
     std::vector<int32_t> g = {0, 1, 2, 3, -2, 1, 0, 0};
     msg = error_of([&] {
-        (void)k::gather(input, 0, gpu(from_vector(g, {2, 4})));
+        (void)kernels::gather(input, 0, gpu(from_vector(g, {2, 4})));
         synchronize(kGpu);
     });
     CHECK(msg.find("gather: index -2 at position 4 is out of range [0, 4)") != std::string::npos);
 
     msg = error_of([&] {
-        (void)host(k::embedding(input, gpu(from_vector(std::vector<int64_t>{1, 4}, {2}))));
+        (void)host(kernels::embedding(input, gpu(from_vector(std::vector<int64_t>{1, 4}, {2}))));
     });
     CHECK(msg.find("embedding: index 4 at position 1 is out of range [0, 4)") != std::string::npos);
 
     // An empty output still checks its indices (input [0, 6]: out [0, 2]).
     const Tensor empty_in = gpu(zeros({0, 6}));
     msg = error_of([&] {
-        (void)host(k::index_select(empty_in, 1, gpu(from_vector(std::vector<int64_t>{2, 9}, {2}))));
+        (void)host(
+            kernels::index_select(empty_in, 1, gpu(from_vector(std::vector<int64_t>{2, 9}, {2}))));
     });
     CHECK(msg.find("index_select: index 9 at position 1") != std::string::npos);
 
@@ -202,24 +205,27 @@ TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", 
     std::vector<int64_t> s = {0, 2, 1, 1, 2, 7, 0, 1};
     Tensor dself = gpu(self);
     msg = error_of([&] {
-        k::scatter_add_(dself, 0, gpu(from_vector(s, {2, 4})), gpu(src));
+        kernels::scatter_add_(dself, 0, gpu(from_vector(s, {2, 4})), gpu(src));
         synchronize(kGpu);
     });
     CHECK(msg.find("scatter_add: index 7 at position 5 is out of range [0, 3)") != std::string::npos);
     std::vector<float> zeroed = src.to_vector<float>();
     zeroed[5] = 0;  // the skipped contribution
     s[5] = 0;
-    check_close(host(dself), k::scatter_add(self, 0, from_vector(s, {2, 4}), from_vector(zeroed, {2, 4})),
+    check_close(host(dself),
+                kernels::scatter_add(self, 0, from_vector(s, {2, 4}), from_vector(zeroed, {2, 4})),
                 0, 0);
 
     msg = error_of([&] {
-        (void)host(k::index_add(gpu(self), 1, gpu(from_vector(std::vector<int64_t>{0, -1}, {2})),
-                                gpu(random_tensor({3, 2}, DType::f32, 4))));
+        (void)host(kernels::index_add(gpu(self), 1,
+                                      gpu(from_vector(std::vector<int64_t>{0, -1}, {2})),
+                                      gpu(random_tensor({3, 2}, DType::f32, 4))));
     });
     CHECK(msg.find("index_add: index -1") != std::string::npos);
     CHECK_NOTHROW(synchronize(kGpu));  // reported once; the device is usable
-    check_close(host(k::gather(input, 0, gpu(from_vector(std::vector<int64_t>{3, 0}, {1, 2})))),
-                k::gather(host(input), 0, from_vector(std::vector<int64_t>{3, 0}, {1, 2})), 0, 0);
+    check_close(
+        host(kernels::gather(input, 0, gpu(from_vector(std::vector<int64_t>{3, 0}, {1, 2})))),
+        kernels::gather(host(input), 0, from_vector(std::vector<int64_t>{3, 0}, {1, 2})), 0, 0);
 }
 
 TEST_CASE("cuda index: embedding's gradient on the device equals the CPU's", "[cuda][index]") {
@@ -292,21 +298,21 @@ TEST_CASE("cuda index: the sorted scatter_add path equals the CPU bit for bit, e
                 const Tensor source = layout(random_tensor(sshape, dt, ++seed, -100, 100), case_no);
                 const Tensor index =
                     layout(random_index({c.len}, c.distinct, it, ++seed), case_no / 2);
-                const Tensor want = k::index_add(self, c.dim, index, source);
+                const Tensor want = kernels::index_add(self, c.dim, index, source);
                 Tensor dself = layout(gpu(self), case_no / 4);
-                k::index_add_(dself, c.dim, gpu(index), gpu(source));
+                kernels::index_add_(dself, c.dim, gpu(index), gpu(source));
                 CHECK(same_bits(dself, want));
-                const Tensor again = k::index_add(gpu(self), c.dim, gpu(index), gpu(source));
+                const Tensor again = kernels::index_add(gpu(self), c.dim, gpu(index), gpu(source));
                 CHECK(same_bits(again, want));
             }
     }
-    const Shape wide = {5, k::cuda::kSortedMaxLines - 1};
+    const Shape wide = {5, kernels::cuda::kSortedMaxLines - 1};
     REQUIRE(takes_sorted_path(wide, 0, 64));
     const Tensor self = random_tensor(wide, DType::f32, 41, -100, 100);
     const Tensor source = random_tensor({64, wide[1]}, DType::f32, 42, -100, 100);
     const Tensor index = random_index({64}, 5, DType::i64, 43);
-    CHECK(same_bits(k::index_add(gpu(self), 0, gpu(index), gpu(source)),
-                    k::index_add(self, 0, index, source)));
+    CHECK(same_bits(kernels::index_add(gpu(self), 0, gpu(index), gpu(source)),
+                    kernels::index_add(self, 0, index, source)));
 }
 
 TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line path",
@@ -318,7 +324,7 @@ TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line
     v[77] = 50;
     Tensor dself = gpu(self);
     std::string msg = error_of([&] {
-        k::index_add_(dself, 0, gpu(from_vector(v, {100})), gpu(source));
+        kernels::index_add_(dself, 0, gpu(from_vector(v, {100})), gpu(source));
         synchronize(kGpu);
     });
     INFO(msg);
@@ -327,7 +333,8 @@ TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line
     std::vector<float> zeroed = source.to_vector<float>();
     for (int j = 0; j < 8; ++j) zeroed[size_t(77 * 8 + j)] = 0;
     v[77] = 0;
-    CHECK(same_bits(dself, k::index_add(self, 0, from_vector(v, {100}), from_vector(zeroed, {100, 8}))));
+    CHECK(same_bits(
+        dself, kernels::index_add(self, 0, from_vector(v, {100}), from_vector(zeroed, {100, 8}))));
 
     // A negative one, an i32 index, along dim 1.
     std::vector<int32_t> w(300);
@@ -335,8 +342,9 @@ TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line
     w[64] = -3;
     REQUIRE(takes_sorted_path({4, 8}, 1, 300));
     msg = error_of([&] {
-        (void)host(k::index_add(gpu(random_tensor({4, 8}, DType::bf16, 54)), 1,
-                                gpu(from_vector(w, {300})), gpu(random_tensor({4, 300}, DType::bf16, 55))));
+        (void)host(kernels::index_add(gpu(random_tensor({4, 8}, DType::bf16, 54)), 1,
+                                      gpu(from_vector(w, {300})),
+                                      gpu(random_tensor({4, 300}, DType::bf16, 55))));
     });
     CHECK(msg.find("index_add: index -3 at position 64 is out of range [0, 8)") != std::string::npos);
     CHECK_NOTHROW(synchronize(kGpu));  // reported once; the device is usable

@@ -22,7 +22,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -58,32 +57,35 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
     for (DType dt : kLtTypes) {
         const Tensor x = rnd({M, K}, dt, ++seed).to(kGpu), w = rnd({N, K}, dt, ++seed).to(kGpu),
                      b = rnd({N}, dt, ++seed).to(kGpu);
-        for (const k::LinearActivation act :
-             {k::LinearActivation::none, k::LinearActivation::relu, k::LinearActivation::gelu_tanh})
+        for (const kernels::LinearActivation act :
+             {kernels::LinearActivation::none, kernels::LinearActivation::relu,
+              kernels::LinearActivation::gelu_tanh})
             for (const bool bias : {true, false}) {
-                if (act == k::LinearActivation::none && !bias) continue;  // a plain GEMM
+                if (act == kernels::LinearActivation::none && !bias) continue;  // a plain GEMM
                 INFO(dtype_name(dt) << " activation " << int(act) << (bias ? " bias" : ""));
                 Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
                 Tensor pre = empty({M, N}, {.dtype = dt, .device = kGpu});
-                const bool gelu = act == k::LinearActivation::gelu_tanh;
-                REQUIRE(k::cuda::linear_forward(k::view_of(out), k::view_of(x), k::view_of(w),
-                                                bias ? k::view_of(b) : k::View{}, act,
-                                                gelu ? k::view_of(pre) : k::View{}, stream));
-                const Tensor z =
-                    bias ? k::linear(wide(x), wide(w), wide(b)) : k::linear(wide(x), wide(w));
+                const bool gelu = act == kernels::LinearActivation::gelu_tanh;
+                REQUIRE(kernels::cuda::linear_forward(
+                    kernels::view_of(out), kernels::view_of(x), kernels::view_of(w),
+                    bias ? kernels::view_of(b) : kernels::View{}, act,
+                    gelu ? kernels::view_of(pre) : kernels::View{}, stream));
+                const Tensor z = bias ? kernels::linear(wide(x), wide(w), wide(b))
+                                      : kernels::linear(wide(x), wide(w));
                 // cuBLASLt's GELU is the tanh form: the exact GELU differs from
                 // it by up to ~5e-4 here, past the f32 bound.
-                const Tensor want = act == k::LinearActivation::relu ? k::relu(z)
-                                    : gelu                           ? k::gelu(z, GeluApprox::tanh)
-                                                                     : z;
+                const Tensor want = act == kernels::LinearActivation::relu ? kernels::relu(z)
+                                    : gelu ? kernels::gelu(z, GeluApprox::tanh)
+                                           : z;
                 check_sum(out, want, dt, K);
                 if (gelu) {
                     check_sum(pre, z, dt, K);
                     // Without the auxiliary output: GELU_BIAS / GELU, the same values.
                     Tensor out2 = empty({M, N}, {.dtype = dt, .device = kGpu});
-                    REQUIRE(k::cuda::linear_forward(k::view_of(out2), k::view_of(x), k::view_of(w),
-                                                    bias ? k::view_of(b) : k::View{}, act,
-                                                    k::View{}, stream));
+                    REQUIRE(kernels::cuda::linear_forward(
+                        kernels::view_of(out2), kernels::view_of(x), kernels::view_of(w),
+                        bias ? kernels::view_of(b) : kernels::View{}, act, kernels::View{},
+                        stream));
                     check_sum(out2, want, dt, K);
                 }
             }
@@ -94,15 +96,16 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
                gb = empty({N}, {.dtype = dt, .device = kGpu});
         // BGRADB with f16/bf16 operands is the well-trodden case; for f32
         // (no TF32) cuBLASLt may offer none, and the front then falls back.
-        const bool fused = k::cuda::linear_weight_grad(k::view_of(gw), k::view_of(gb),
-                                                       k::view_of(g), k::view_of(x), stream);
+        const bool fused =
+            kernels::cuda::linear_weight_grad(kernels::view_of(gw), kernels::view_of(gb),
+                                              kernels::view_of(g), kernels::view_of(x), stream);
         if (dt == DType::f32 && !fused) {
             WARN("cuBLASLt offers no f32 BGRADB algorithm here: f32 takes the plain path");
             continue;
         }
         REQUIRE(fused);
-        check_sum(gw, k::matmul(wide(g).t(), wide(x)), dt, M);
-        check_sum(gb, k::sum(wide(g), {0}), dt, M);
+        check_sum(gw, kernels::matmul(wide(g).t(), wide(x)), dt, M);
+        check_sum(gb, kernels::sum(wide(g), {0}), dt, M);
     }
 }
 
@@ -127,26 +130,28 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             {x1, x1.to(kGpu)}};
         for (const auto& [x, xg] : xs) {
             INFO("x " << shape_str(xg.shape()) << " strides " << shape_str(xg.strides()));
-            const Tensor y = k::linear(xg, wg, bg);
-            check_sum(y, k::linear(wide(x), wide(w), wide(bias)), dt, 127);
+            const Tensor y = kernels::linear(xg, wg, bg);
+            check_sum(y, kernels::linear(wide(x), wide(w), wide(bias)), dt, 127);
             // Again: the cached algorithm (Note [cuBLASLt algorithm cache]), the same bits.
-            check_close(k::linear(xg, wg, bg).to(kCpu), y.to(kCpu), 0, 0);
-            check_sum(k::linear_relu(xg, wg, bg), k::relu(k::linear(wide(x), wide(w), wide(bias))),
-                      dt, 127);
-            check_sum(k::linear_relu(xg, wg), k::relu(k::linear(wide(x), wide(w))), dt, 127);
+            check_close(kernels::linear(xg, wg, bg).to(kCpu), y.to(kCpu), 0, 0);
+            check_sum(kernels::linear_relu(xg, wg, bg),
+                      kernels::relu(kernels::linear(wide(x), wide(w), wide(bias))), dt, 127);
+            check_sum(kernels::linear_relu(xg, wg),
+                      kernels::relu(kernels::linear(wide(x), wide(w))), dt, 127);
             // GELU, with and without the bias: where the epilogue ran, the
             // pre-activation's 33-wide rows are padded to 40.
-            const Tensor z = k::linear(wide(x), wide(w), wide(bias));
-            const k::LinearGelu lg = k::linear_gelu(xg, wg, bg);
-            check_sum(lg.out, k::gelu(z, GeluApprox::tanh), dt, 127);
+            const Tensor z = kernels::linear(wide(x), wide(w), wide(bias));
+            const kernels::LinearGelu lg = kernels::linear_gelu(xg, wg, bg);
+            check_sum(lg.out, kernels::gelu(z, GeluApprox::tanh), dt, 127);
             check_sum(lg.pre, z, dt, 127);
-            const Tensor z0 = k::linear(wide(x), wide(w));
-            const k::LinearGelu lg0 = k::linear_gelu(xg, wg);
-            check_sum(lg0.out, k::gelu(z0, GeluApprox::tanh), dt, 127);
+            const Tensor z0 = kernels::linear(wide(x), wide(w));
+            const kernels::LinearGelu lg0 = kernels::linear_gelu(xg, wg);
+            check_sum(lg0.out, kernels::gelu(z0, GeluApprox::tanh), dt, 127);
             check_sum(lg0.pre, z0, dt, 127);
-            const k::LinearGelu out_only = k::linear_gelu(xg, wg, bg, false);  // GELU_BIAS
+            const kernels::LinearGelu out_only =
+                kernels::linear_gelu(xg, wg, bg, false);  // GELU_BIAS
             CHECK_FALSE(out_only.pre.defined());
-            check_sum(out_only.out, k::gelu(z, GeluApprox::tanh), dt, 127);
+            check_sum(out_only.out, kernels::gelu(z, GeluApprox::tanh), dt, 127);
         }
         // The weight gradient from g and x as row blocks of wider buffers
         // (row-major, padded rows: the fused path) and column-major (the
@@ -160,10 +165,10 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
                 INFO((column_major ? "column-major" : "padded rows") << (bias_too ? " bias" : ""));
                 const Tensor gi = column_major ? gg.t().contiguous().t() : gg,
                              xi = column_major ? xg.t().contiguous().t() : xg;
-                const k::LinearWeightGrads r = k::linear_weight_grad(gi, xi, bias_too);
-                check_sum(r.weight, k::matmul(wide(g).t(), wide(x)), dt, 40);
+                const kernels::LinearWeightGrads r = kernels::linear_weight_grad(gi, xi, bias_too);
+                check_sum(r.weight, kernels::matmul(wide(g).t(), wide(x)), dt, 40);
                 REQUIRE(r.bias.defined() == bias_too);
-                if (bias_too) check_sum(r.bias, k::sum(wide(g), {0}), dt, 40);
+                if (bias_too) check_sum(r.bias, kernels::sum(wide(g), {0}), dt, 40);
             }
     }
 }

@@ -15,7 +15,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -75,9 +74,10 @@ TEST_CASE("cuda cross_entropy_forward equals the CPU's", "[cuda][loss]") {
                                         << ", ignore_index " << ignore);
                     const Tensor x = random_tensor({n, c}, dt, ++seed, -4, 4);
                     const Tensor t = make_targets(n, c, seed, ignore);
-                    const k::CrossEntropyForward want = k::cross_entropy_forward(x, t, eps, ignore);
-                    const k::CrossEntropyForward got =
-                        k::cross_entropy_forward(x.to(kGpu), t.to(kGpu), eps, ignore);
+                    const kernels::CrossEntropyForward want =
+                        kernels::cross_entropy_forward(x, t, eps, ignore);
+                    const kernels::CrossEntropyForward got =
+                        kernels::cross_entropy_forward(x.to(kGpu), t.to(kGpu), eps, ignore);
                     REQUIRE(got.loss.device() == kGpu);
                     REQUIRE(got.loss.dtype() == want.loss.dtype());
                     REQUIRE(got.lse.dtype() == DType::f64);
@@ -87,8 +87,8 @@ TEST_CASE("cuda cross_entropy_forward equals the CPU's", "[cuda][loss]") {
     SECTION("strided logits and targets are copied first") {
         const Tensor x = random_tensor({40, 300}, DType::f32, 7, -4, 4);
         const Tensor t = make_targets(40, 300, 7, -100);
-        const k::CrossEntropyForward want = k::cross_entropy_forward(x, t, 0.05, -100);
-        const k::CrossEntropyForward got = k::cross_entropy_forward(
+        const kernels::CrossEntropyForward want = kernels::cross_entropy_forward(x, t, 0.05, -100);
+        const kernels::CrossEntropyForward got = kernels::cross_entropy_forward(
             non_contiguous(x.to(kGpu)), non_contiguous(t.to(kGpu)), 0.05, -100);
         check_close(got.loss.to(kCpu), want.loss, 2e-6, 2e-6);
     }
@@ -107,9 +107,9 @@ TEST_CASE("cuda cross_entropy_backward equals the CPU's", "[cuda][loss]") {
                     const DType acc = dt == DType::f64 ? DType::f64 : DType::f32;
                     const Tensor g = random_tensor({n}, acc, seed + 7, -1, 1);
                     // Both backends get the CPU's lse: this compares the backward alone.
-                    const Tensor lse = k::cross_entropy_forward(x, t, eps, ignore).lse;
-                    const Tensor want = k::cross_entropy_backward(g, x, lse, t, eps, ignore);
-                    const Tensor got = k::cross_entropy_backward(
+                    const Tensor lse = kernels::cross_entropy_forward(x, t, eps, ignore).lse;
+                    const Tensor want = kernels::cross_entropy_backward(g, x, lse, t, eps, ignore);
+                    const Tensor got = kernels::cross_entropy_backward(
                         g.to(kGpu), x.to(kGpu), lse.to(kGpu), t.to(kGpu), eps, ignore);
                     REQUIRE(got.device() == kGpu);
                     REQUIRE(got.dtype() == dt);
@@ -119,11 +119,11 @@ TEST_CASE("cuda cross_entropy_backward equals the CPU's", "[cuda][loss]") {
         const Tensor x = random_tensor({9, 70}, DType::f32, 3, -4, 4);
         const Tensor t = make_targets(9, 70, 3, -100);
         const Tensor g = random_tensor({9}, DType::f16, 4, -1, 1);
-        const Tensor lse = k::cross_entropy_forward(x, t, 0, -100).lse;
-        check_close(
-            k::cross_entropy_backward(g.to(kGpu), x.to(kGpu), lse.to(kGpu), t.to(kGpu), 0, -100)
-                .to(kCpu),
-            k::cross_entropy_backward(g, x, lse, t, 0, -100), 2e-6, 2e-7);
+        const Tensor lse = kernels::cross_entropy_forward(x, t, 0, -100).lse;
+        check_close(kernels::cross_entropy_backward(g.to(kGpu), x.to(kGpu), lse.to(kGpu),
+                                                    t.to(kGpu), 0, -100)
+                        .to(kCpu),
+                    kernels::cross_entropy_backward(g, x, lse, t, 0, -100), 2e-6, 2e-7);
     }
 }
 
@@ -162,18 +162,18 @@ TEST_CASE("cuda cross_entropy: a bad target is an Error at the next synchronizat
         // calls themselves return (unless sync-debug mode checks every op).
         std::string msg;
         if (!sync_debug()) {
-            k::CrossEntropyForward f;
-            REQUIRE_NOTHROW(f = k::cross_entropy_forward(x, t, 0.1, -100));
+            kernels::CrossEntropyForward f;
+            REQUIRE_NOTHROW(f = kernels::cross_entropy_forward(x, t, 0.1, -100));
             msg = error_of([&] { synchronize(kGpu); });
         } else {
-            msg = error_of([&] { (void)k::cross_entropy_forward(x, t, 0.1, -100); });
+            msg = error_of([&] { (void)kernels::cross_entropy_forward(x, t, 0.1, -100); });
         }
         INFO(msg);
         CHECK(msg.find("cross_entropy_forward: " + where) != std::string::npos);
 
         const Tensor lse = zeros({4}, {DType::f64, kGpu}), g = ones({4}, {DType::f32, kGpu});
         msg = error_of([&] {
-            (void)k::cross_entropy_backward(g, x, lse, t, 0.1, -100);
+            (void)kernels::cross_entropy_backward(g, x, lse, t, 0.1, -100);
             synchronize(kGpu);
         });
         CHECK(msg.find("cross_entropy_backward: " + where) != std::string::npos);
@@ -190,7 +190,7 @@ TEST_CASE("cuda cross_entropy: a bad target is an Error at the next synchronizat
         CHECK(msg.find("cross_entropy_forward: " + where) != std::string::npos);
 
         msg = error_of([&] {
-            k::check_class_targets("nll_loss", t, 5, -100);
+            kernels::check_class_targets("nll_loss", t, 5, -100);
             synchronize(kGpu);
         });
         CHECK(msg.find("nll_loss: " + where) != std::string::npos);
@@ -206,20 +206,21 @@ TEST_CASE("cuda cross_entropy and softmax give the same bits every run", "[cuda]
         const Tensor x = random_tensor({n, c}, DType::f32, 9, -4, 4).to(kGpu);
         const Tensor t = make_targets(n, c, 9, -100).to(kGpu);
         const Tensor g = random_tensor({n}, DType::f32, 10, -1, 1).to(kGpu);
-        const k::CrossEntropyForward a = k::cross_entropy_forward(x, t, 0.1, -100),
-                                     b = k::cross_entropy_forward(x, t, 0.1, -100);
+        const kernels::CrossEntropyForward a = kernels::cross_entropy_forward(x, t, 0.1, -100),
+                                           b = kernels::cross_entropy_forward(x, t, 0.1, -100);
         require_same_bits(a.loss.to(kCpu), b.loss.to(kCpu));
         require_same_bits(a.lse.to(kCpu), b.lse.to(kCpu));
-        require_same_bits(k::cross_entropy_backward(g, x, a.lse, t, 0.1, -100).to(kCpu),
-                          k::cross_entropy_backward(g, x, a.lse, t, 0.1, -100).to(kCpu));
-        const Tensor y = k::softmax(x, 1), gy = random_tensor({n, c}, DType::f32, 11).to(kGpu);
-        require_same_bits(y.to(kCpu), k::softmax(x, 1).to(kCpu));
-        require_same_bits(k::log_softmax(x, 1).to(kCpu), k::log_softmax(x, 1).to(kCpu));
-        require_same_bits(k::softmax_backward(gy, y, 1).to(kCpu),
-                          k::softmax_backward(gy, y, 1).to(kCpu));
+        require_same_bits(kernels::cross_entropy_backward(g, x, a.lse, t, 0.1, -100).to(kCpu),
+                          kernels::cross_entropy_backward(g, x, a.lse, t, 0.1, -100).to(kCpu));
+        const Tensor y = kernels::softmax(x, 1),
+                     gy = random_tensor({n, c}, DType::f32, 11).to(kGpu);
+        require_same_bits(y.to(kCpu), kernels::softmax(x, 1).to(kCpu));
+        require_same_bits(kernels::log_softmax(x, 1).to(kCpu), kernels::log_softmax(x, 1).to(kCpu));
+        require_same_bits(kernels::softmax_backward(gy, y, 1).to(kCpu),
+                          kernels::softmax_backward(gy, y, 1).to(kCpu));
     }
     const Tensor x3 = random_tensor({4, 3000, 3}, DType::f32, 12).to(kGpu);
-    require_same_bits(k::softmax(x3, 1).to(kCpu), k::softmax(x3, 1).to(kCpu));
+    require_same_bits(kernels::softmax(x3, 1).to(kCpu), kernels::softmax(x3, 1).to(kCpu));
 }
 
 TEST_CASE("cuda softmax over a middle dim and along long rows equals the CPU's",
@@ -234,14 +235,14 @@ TEST_CASE("cuda softmax over a middle dim and along long rows equals the CPU's",
             INFO(dtype_name(dt) << " " << shape_str(shape) << " dim " << dim);
             const Tensor x = random_tensor(shape, dt, ++seed, -4, 4), xg = x.to(kGpu);
             const double tol = softmax_tol(dt);
-            const Tensor y = k::softmax(x, dim), ly = k::log_softmax(x, dim);
-            check_close(k::softmax(xg, dim).to(kCpu), y, tol, tol);
-            check_close(k::log_softmax(xg, dim).to(kCpu), ly, tol, tol);
+            const Tensor y = kernels::softmax(x, dim), ly = kernels::log_softmax(x, dim);
+            check_close(kernels::softmax(xg, dim).to(kCpu), y, tol, tol);
+            check_close(kernels::log_softmax(xg, dim).to(kCpu), ly, tol, tol);
             const Tensor g = random_tensor(shape, dt, seed + 1, -1, 1), gg = g.to(kGpu);
-            check_close(k::softmax_backward(gg, y.to(kGpu), dim).to(kCpu),
-                        k::softmax_backward(g, y, dim), tol, tol);
-            check_close(k::log_softmax_backward(gg, ly.to(kGpu), dim).to(kCpu),
-                        k::log_softmax_backward(g, ly, dim), tol, tol);
+            check_close(kernels::softmax_backward(gg, y.to(kGpu), dim).to(kCpu),
+                        kernels::softmax_backward(g, y, dim), tol, tol);
+            check_close(kernels::log_softmax_backward(gg, ly.to(kGpu), dim).to(kCpu),
+                        kernels::log_softmax_backward(g, ly, dim), tol, tol);
         }
 }
 
@@ -262,7 +263,7 @@ TEST_CASE("cuda softmax and cross_entropy: NaN and infinities as on the CPU in e
             const double tol = softmax_tol(dt);
             for (bool log : {false, true}) {
                 INFO((log ? "log_softmax" : "softmax"));
-                const auto f = log ? k::log_softmax : k::softmax;
+                const auto f = log ? kernels::log_softmax : kernels::softmax;
                 check_close(f(x.to(kGpu), 1).to(kCpu), f(x, 1), tol, tol);
                 // The same rows as columns (inner > 1).
                 const Tensor xt = x.transpose(0, 1).contiguous();
@@ -270,9 +271,10 @@ TEST_CASE("cuda softmax and cross_entropy: NaN and infinities as on the CPU in e
             }
             // cross-entropy of the same rows (a warp per row; a block per row).
             const Tensor t = from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {6});
-            const k::CrossEntropyForward want = k::cross_entropy_forward(x, t, 0.1, -100),
-                                         got = k::cross_entropy_forward(x.to(kGpu), t.to(kGpu), 0.1,
-                                                                        -100);
+            const kernels::CrossEntropyForward want =
+                                                   kernels::cross_entropy_forward(x, t, 0.1, -100),
+                                               got = kernels::cross_entropy_forward(
+                                                   x.to(kGpu), t.to(kGpu), 0.1, -100);
             check_close(got.loss.to(kCpu), want.loss, acc_tol(dt), acc_tol(dt));
             check_close(got.lse.to(kCpu), want.lse, acc_tol(dt), acc_tol(dt));
         }

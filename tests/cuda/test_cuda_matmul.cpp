@@ -16,7 +16,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -80,7 +79,7 @@ void check_op(const Op& op, const std::vector<Tensor>& in, int64_t k_terms,
 
 Tensor rnd(const Shape& s, DType dt, uint64_t seed) { return random_tensor(s, dt, seed, -1, 1); }
 
-const Op kMatmul = [](const std::vector<Tensor>& v) { return k::matmul(v[0], v[1]); };
+const Op kMatmul = [](const std::vector<Tensor>& v) { return kernels::matmul(v[0], v[1]); };
 
 void require_same_bits(const Tensor& a, const Tensor& b) {
     REQUIRE(a.shape() == b.shape());
@@ -158,8 +157,8 @@ TEST_CASE("cuda matmul reads transposed and strided operands", "[cuda][matmul]")
         {
             INFO("a row expanded to a matrix (row stride 0): copied first");
             const Tensor row = rnd({1, 7}, dt, ++seed);
-            const Tensor want = k::matmul(cpu_input(row).expand({33, 7}), cpu_input(b));
-            const Tensor got = k::matmul(row.to(kGpu).expand({33, 7}), b.to(kGpu));
+            const Tensor want = kernels::matmul(cpu_input(row).expand({33, 7}), cpu_input(b));
+            const Tensor got = kernels::matmul(row.to(kGpu).expand({33, 7}), b.to(kGpu));
             check_close(got.to(kCpu), want, t7.rtol, t7.atol);
         }
         {
@@ -169,15 +168,15 @@ TEST_CASE("cuda matmul reads transposed and strided operands", "[cuda][matmul]")
             const Tensor over_g = buf.to(kGpu).as_strided({8, 5}, {2, 1}, 0);
             const Tensor rhs = rnd({5, 9}, dt, ++seed);
             const Tol t5 = tol(dt, 5);
-            check_close(k::matmul(over_g, rhs.to(kGpu)).to(kCpu), k::matmul(over_c, cpu_input(rhs)),
-                        t5.rtol, t5.atol);
+            check_close(kernels::matmul(over_g, rhs.to(kGpu)).to(kCpu),
+                        kernels::matmul(over_c, cpu_input(rhs)), t5.rtol, t5.atol);
         }
         {
             INFO("batch dims interleaved with the rows");
             // x [T, B, K] read as [B, T, K]: the batch stride is K, the row stride B * K.
             const Tensor x = rnd({7, 3, 33}, dt, ++seed), w = rnd({3, 33, 5}, dt, ++seed);
             const Op op = [](const std::vector<Tensor>& v) {
-                return k::matmul(v[0].transpose(0, 1), v[1]);
+                return kernels::matmul(v[0].transpose(0, 1), v[1]);
             };
             check_op(op, {x, w}, 33);
         }
@@ -185,7 +184,7 @@ TEST_CASE("cuda matmul reads transposed and strided operands", "[cuda][matmul]")
             INFO("strided vectors");
             const Tensor v = rnd({33}, dt, ++seed), m = rnd({4, 33, 6}, dt, ++seed);
             check_op(kMatmul, {v, m}, 33, [](const Tensor& t) { return non_contiguous(t); });
-            check_op([](const std::vector<Tensor>& x) { return k::matmul(x[1], x[0]); },
+            check_op([](const std::vector<Tensor>& x) { return kernels::matmul(x[1], x[0]); },
                      {rnd({7}, dt, ++seed), rnd({2, 5, 7}, dt, ++seed)}, 7,
                      [](const Tensor& t) { return non_contiguous(t); });
         }
@@ -194,10 +193,12 @@ TEST_CASE("cuda matmul reads transposed and strided operands", "[cuda][matmul]")
 
 TEST_CASE("cuda bmm, addmm and linear equal the CPU's", "[cuda][matmul]") {
     uint64_t seed = 300;
-    const Op bmm = [](const std::vector<Tensor>& v) { return k::bmm(v[0], v[1]); };
-    const Op addmm = [](const std::vector<Tensor>& v) { return k::addmm(v[0], v[1], v[2]); };
-    const Op linear = [](const std::vector<Tensor>& v) { return k::linear(v[0], v[1], v[2]); };
-    const Op linear_nb = [](const std::vector<Tensor>& v) { return k::linear(v[0], v[1]); };
+    const Op bmm = [](const std::vector<Tensor>& v) { return kernels::bmm(v[0], v[1]); };
+    const Op addmm = [](const std::vector<Tensor>& v) { return kernels::addmm(v[0], v[1], v[2]); };
+    const Op linear = [](const std::vector<Tensor>& v) {
+        return kernels::linear(v[0], v[1], v[2]);
+    };
+    const Op linear_nb = [](const std::vector<Tensor>& v) { return kernels::linear(v[0], v[1]); };
     for (DType dt : kFloats) {
         INFO(dtype_name(dt));
         check_op(bmm, {rnd({5, 33, 7}, dt, ++seed), rnd({5, 7, 127}, dt, ++seed)}, 7);
@@ -232,25 +233,27 @@ TEST_CASE("cuda matmul with K = 0 or an empty result", "[cuda][matmul]") {
         // K = 0: an empty sum, zeros. (A freed block filled with 7s first, so
         // that memory the allocator hands back is likely not zero already.)
         { const Tensor junk = full({33, 7}, 7.0, {dt, kGpu}); }
-        const Tensor z = k::matmul(zeros({33, 0}, {dt, kGpu}), zeros({0, 7}, {dt, kGpu}));
+        const Tensor z = kernels::matmul(zeros({33, 0}, {dt, kGpu}), zeros({0, 7}, {dt, kGpu}));
         REQUIRE(z.shape() == Shape{33, 7});
         check_close(z.to(kCpu), std::vector<double>(33 * 7, 0.0), 0, 0);
-        const Tensor zb = k::matmul(zeros({2, 5, 0}, {dt, kGpu}), zeros({0, 3}, {dt, kGpu}));
+        const Tensor zb = kernels::matmul(zeros({2, 5, 0}, {dt, kGpu}), zeros({0, 3}, {dt, kGpu}));
         check_close(zb.to(kCpu), std::vector<double>(30, 0.0), 0, 0);
         // ... and c itself when there is one.
         const Tensor c = rnd({7}, dt, 5);
         const Tensor got =
-            k::addmm(c.to(kGpu), zeros({3, 0}, {dt, kGpu}), zeros({0, 7}, {dt, kGpu}));
-        check_close(got.to(kCpu), k::addmm(c, zeros({3, 0}, {dt}), zeros({0, 7}, {dt})), 0, 0);
+            kernels::addmm(c.to(kGpu), zeros({3, 0}, {dt, kGpu}), zeros({0, 7}, {dt, kGpu}));
+        check_close(got.to(kCpu), kernels::addmm(c, zeros({3, 0}, {dt}), zeros({0, 7}, {dt})), 0,
+                    0);
         const Tensor lin =
-            k::linear(zeros({4, 0}, {dt, kGpu}), zeros({7, 0}, {dt, kGpu}), c.to(kGpu));
-        check_close(lin.to(kCpu), k::linear(zeros({4, 0}, {dt}), zeros({7, 0}, {dt}), c), 0, 0);
+            kernels::linear(zeros({4, 0}, {dt, kGpu}), zeros({7, 0}, {dt, kGpu}), c.to(kGpu));
+        check_close(lin.to(kCpu), kernels::linear(zeros({4, 0}, {dt}), zeros({7, 0}, {dt}), c), 0,
+                    0);
         // Empty results: nothing to compute.
-        CHECK(k::matmul(zeros({0, 5}, {dt, kGpu}), zeros({5, 3}, {dt, kGpu})).shape() ==
+        CHECK(kernels::matmul(zeros({0, 5}, {dt, kGpu}), zeros({5, 3}, {dt, kGpu})).shape() ==
               Shape{0, 3});
-        CHECK(k::matmul(zeros({2, 0, 4, 5}, {dt, kGpu}), zeros({5, 3}, {dt, kGpu})).shape() ==
+        CHECK(kernels::matmul(zeros({2, 0, 4, 5}, {dt, kGpu}), zeros({5, 3}, {dt, kGpu})).shape() ==
               Shape{2, 0, 4, 3});
-        CHECK(k::bmm(zeros({3, 4, 5}, {dt, kGpu}), zeros({3, 5, 0}, {dt, kGpu})).shape() ==
+        CHECK(kernels::bmm(zeros({3, 4, 5}, {dt, kGpu}), zeros({3, 5, 0}, {dt, kGpu})).shape() ==
               Shape{3, 4, 0});
     }
 }
@@ -258,7 +261,7 @@ TEST_CASE("cuda matmul with K = 0 or an empty result", "[cuda][matmul]") {
 TEST_CASE("cuda f32 matmul with TF32 allowed", "[cuda][matmul]") {
     REQUIRE_FALSE(allow_tf32());  // off by default
     const Tensor a = rnd({256, 512}, DType::f32, 41), b = rnd({512, 384}, DType::f32, 42);
-    const Tensor exact = k::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu);
+    const Tensor exact = kernels::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu);
     Tensor fast;
     {
         Tf32Guard tf32(true);
@@ -266,7 +269,7 @@ TEST_CASE("cuda f32 matmul with TF32 allowed", "[cuda][matmul]") {
         check_op(kMatmul, {a, b}, 512, {}, true);
         check_op(kMatmul, {rnd({3, 33, 127}, DType::f32, 43), rnd({127, 7}, DType::f32, 44)}, 127,
                  {}, true);
-        fast = k::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu);
+        fast = kernels::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu);
         // f64 ignores the setting.
         check_op(kMatmul, {rnd({33, 127}, DType::f64, 45), rnd({127, 7}, DType::f64, 46)}, 127);
     }
@@ -281,10 +284,12 @@ TEST_CASE("cuda f32 matmul with TF32 allowed", "[cuda][matmul]") {
 TEST_CASE("cuda matmul refuses integer operands", "[cuda][matmul]") {
     for (DType dt : {DType::i32, DType::i64}) {
         const Tensor a = zeros({3, 4}, {dt, kGpu}), b = zeros({4, 5}, {dt, kGpu});
-        REQUIRE_THROWS_WITH_MSG(k::matmul(a, b), "integer dtypes are not supported on cuda");
-        REQUIRE_THROWS_WITH_MSG(k::linear(a, zeros({5, 4}, {dt, kGpu})), "not supported on cuda");
+        REQUIRE_THROWS_WITH_MSG(kernels::matmul(a, b), "integer dtypes are not supported on cuda");
+        REQUIRE_THROWS_WITH_MSG(kernels::linear(a, zeros({5, 4}, {dt, kGpu})),
+                                "not supported on cuda");
     }
-    REQUIRE_THROWS_WITH_MSG(k::matmul(zeros({3, 4}, {DType::f32, kGpu}), zeros({4, 5})), "matmul");
+    REQUIRE_THROWS_WITH_MSG(kernels::matmul(zeros({3, 4}, {DType::f32, kGpu}), zeros({4, 5})),
+                            "matmul");
 }
 
 TEST_CASE("cuda matmul is deterministic and follows the current stream", "[cuda][matmul]") {
@@ -292,15 +297,15 @@ TEST_CASE("cuda matmul is deterministic and follows the current stream", "[cuda]
         INFO(dtype_name(dt));
         const Tensor a = rnd({4, 200, 300}, dt, 51).to(kGpu), b = rnd({300, 150}, dt, 52).to(kGpu);
         const Tensor w = rnd({6, 300, 70}, dt, 53).to(kGpu);
-        require_same_bits(k::matmul(a, b).to(kCpu), k::matmul(a, b).to(kCpu));
-        require_same_bits(k::matmul(a.slice(0, 0, 1), w).to(kCpu),
-                          k::matmul(a.slice(0, 0, 1), w).to(kCpu));
-        const Tensor want = k::matmul(a, b).to(kCpu);
+        require_same_bits(kernels::matmul(a, b).to(kCpu), kernels::matmul(a, b).to(kCpu));
+        require_same_bits(kernels::matmul(a.slice(0, 0, 1), w).to(kCpu),
+                          kernels::matmul(a.slice(0, 0, 1), w).to(kCpu));
+        const Tensor want = kernels::matmul(a, b).to(kCpu);
         CudaStream side(kGpu);
         Tensor got;
         {
             StreamGuard guard(side.ref());
-            got = k::matmul(a, b);
+            got = kernels::matmul(a, b);
         }
         side.synchronize();
         require_same_bits(got.to(kCpu), want);

@@ -20,7 +20,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -75,9 +74,9 @@ TEST_CASE("cuda: batch_norm training forward and backward equal the CPU's", "[cu
                 const Tensor wg =
                     affine ? strided_vector(C, DType::f64, ws, 0.5, 2, kGpu) : Tensor();
                 const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
-                const auto want = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
-                const auto got =
-                    k::batch_norm_forward(non_contiguous(gpu(x)), wg, gpu(b), {}, {}, 0.1, 1e-5);
+                const auto want = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
+                const auto got = kernels::batch_norm_forward(non_contiguous(gpu(x)), wg, gpu(b), {},
+                                                             {}, 0.1, 1e-5);
                 REQUIRE(got.output.device() == kGpu);
                 REQUIRE(got.save_mean.dtype() == want.save_mean.dtype());
                 check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
@@ -85,11 +84,11 @@ TEST_CASE("cuda: batch_norm training forward and backward equal the CPU's", "[cu
                 check_close(cpu(got.save_invstd), want.save_invstd, stat_tol(dt), 0);
 
                 // The backward from the same saved statistics on both sides.
-                const auto gw = k::batch_norm_backward(g, x, w, want.save_mean, want.save_invstd,
-                                                       {true, true, true});
-                const auto gg =
-                    k::batch_norm_backward(non_contiguous(gpu(g)), gpu(x), wg, gpu(want.save_mean),
-                                           gpu(want.save_invstd), {true, true, true});
+                const auto gw = kernels::batch_norm_backward(g, x, w, want.save_mean,
+                                                             want.save_invstd, {true, true, true});
+                const auto gg = kernels::batch_norm_backward(
+                    non_contiguous(gpu(g)), gpu(x), wg, gpu(want.save_mean), gpu(want.save_invstd),
+                    {true, true, true});
                 check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
                 check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
                 check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
@@ -107,10 +106,10 @@ TEST_CASE("cuda: batch_norm running statistics after one step equal the CPU's", 
             rm_buf.slice(0, 0, 2 * C, 2).copy_(random_tensor({C}, rdt, 21, -1, 1));
             rv_buf.slice(0, 0, 2 * C, 2).copy_(random_tensor({C}, rdt, 22, 0.5, 2));
             Tensor rm_gbuf = gpu(rm_buf), rv_gbuf = gpu(rv_buf);
-            k::batch_norm_forward(x, {}, {}, rm_buf.slice(0, 0, 2 * C, 2),
-                                  rv_buf.slice(0, 0, 2 * C, 2), 0.25, 1e-5);
-            k::batch_norm_forward(gpu(x), {}, {}, rm_gbuf.slice(0, 0, 2 * C, 2),
-                                  rv_gbuf.slice(0, 0, 2 * C, 2), 0.25, 1e-5);
+            kernels::batch_norm_forward(x, {}, {}, rm_buf.slice(0, 0, 2 * C, 2),
+                                        rv_buf.slice(0, 0, 2 * C, 2), 0.25, 1e-5);
+            kernels::batch_norm_forward(gpu(x), {}, {}, rm_gbuf.slice(0, 0, 2 * C, 2),
+                                        rv_gbuf.slice(0, 0, 2 * C, 2), 0.25, 1e-5);
             // One rounding step of the running dtype apart at most; the gaps stay 0.
             const double tol = rtol_for(rdt) + 1e-5;
             check_close(cpu(rm_gbuf), rm_buf, tol, 1e-5);
@@ -134,15 +133,15 @@ TEST_CASE("cuda: batch_norm_inference equals the CPU's", "[cuda][norm]") {
                 const Tensor rvg = strided_vector(C, DType::f32, vs, 0.2, 3, kGpu);
                 const Tensor w = affine ? random_tensor({C}, dt, seed++, 0.5, 2) : Tensor();
                 const Tensor b = affine ? random_tensor({C}, DType::bf16, seed++, -1, 1) : Tensor();
-                const Tensor want = k::batch_norm_inference(x, w, b, rm, rv, 1e-3);
-                const Tensor got = k::batch_norm_inference(non_contiguous(gpu(x)), gpu(w), gpu(b),
-                                                           gpu(rm), rvg, 1e-3);
+                const Tensor want = kernels::batch_norm_inference(x, w, b, rm, rv, 1e-3);
+                const Tensor got = kernels::batch_norm_inference(non_contiguous(gpu(x)), gpu(w),
+                                                                 gpu(b), gpu(rm), rvg, 1e-3);
                 check_close(cpu(got), want, out_tol(dt), out_tol(dt));
             }
     // No values: an empty output, nothing launched.
-    const Tensor e =
-        k::batch_norm_inference(zeros({0, 3}, {.device = kGpu}), {}, {},
-                                zeros({3}, {.device = kGpu}), ones({3}, {.device = kGpu}), 1e-5);
+    const Tensor e = kernels::batch_norm_inference(zeros({0, 3}, {.device = kGpu}), {}, {},
+                                                   zeros({3}, {.device = kGpu}),
+                                                   ones({3}, {.device = kGpu}), 1e-5);
     CHECK(e.shape() == Shape{0, 3});
 }
 
@@ -150,14 +149,14 @@ TEST_CASE("cuda: batch_norm_backward computes only the gradients asked for", "[c
     const Tensor x = random_tensor({6, 4, 5}, DType::f32, 40, -2, 2);
     const Tensor g = random_tensor({6, 4, 5}, DType::f32, 41, -1, 1);
     const Tensor w = random_tensor({4}, DType::f32, 42, 0.5, 2);
-    const auto f = k::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5);
+    const auto f = kernels::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5);
     for (const std::array<bool, 3>& need :
          {std::array<bool, 3>{true, false, false}, std::array<bool, 3>{false, true, true},
           std::array<bool, 3>{false, false, true}, std::array<bool, 3>{false, false, false}}) {
         INFO("need " << need[0] << need[1] << need[2]);
-        const auto want = k::batch_norm_backward(g, x, w, f.save_mean, f.save_invstd, need);
-        const auto got = k::batch_norm_backward(gpu(g), gpu(x), gpu(w), gpu(f.save_mean),
-                                                gpu(f.save_invstd), need);
+        const auto want = kernels::batch_norm_backward(g, x, w, f.save_mean, f.save_invstd, need);
+        const auto got = kernels::batch_norm_backward(gpu(g), gpu(x), gpu(w), gpu(f.save_mean),
+                                                      gpu(f.save_invstd), need);
         CHECK(got.input.defined() == need[0]);
         CHECK(got.weight.defined() == need[1]);
         CHECK(got.bias.defined() == need[2]);
@@ -192,23 +191,24 @@ TEST_CASE("cuda: batch_norm_relu forward and backward equal the CPU's", "[cuda][
                 const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
                 Tensor rm = zeros({C}), rv = ones({C});
                 Tensor rmg = gpu(rm), rvg = gpu(rv);
-                const auto want = k::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
-                const auto got = k::batch_norm_relu_forward(non_contiguous(gpu(x)), wg, gpu(b), rmg,
-                                                            rvg, 0.1, 1e-5);
+                const auto want = kernels::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
+                const auto got = kernels::batch_norm_relu_forward(non_contiguous(gpu(x)), wg,
+                                                                  gpu(b), rmg, rvg, 0.1, 1e-5);
                 check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
                 check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
                 check_close(cpu(got.save_invstd), want.save_invstd, stat_tol(dt), 0);
                 check_close(cpu(rmg), rm, 1e-5, 1e-5);
                 check_close(cpu(rvg), rv, 1e-5, 1e-5);
                 // The GPU's own unfused pair: the same forward bits.
-                const auto plain = k::batch_norm_forward(gpu(x), wg, gpu(b), {}, {}, 0.1, 1e-5);
-                check_bits(got.output, k::relu(plain.output));
+                const auto plain =
+                    kernels::batch_norm_forward(gpu(x), wg, gpu(b), {}, {}, 0.1, 1e-5);
+                check_bits(got.output, kernels::relu(plain.output));
 
                 // The backward from the CPU's saved statistics and output on both
                 // sides, so both apply the same mask.
-                const auto gw = k::batch_norm_relu_backward(g, want.output, x, w, want.save_mean,
-                                                            want.save_invstd, all);
-                const auto gg = k::batch_norm_relu_backward(
+                const auto gw = kernels::batch_norm_relu_backward(
+                    g, want.output, x, w, want.save_mean, want.save_invstd, all);
+                const auto gg = kernels::batch_norm_relu_backward(
                     non_contiguous(gpu(g)), non_contiguous(gpu(want.output)), gpu(x), wg,
                     gpu(want.save_mean), gpu(want.save_invstd), all);
                 check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
@@ -216,8 +216,8 @@ TEST_CASE("cuda: batch_norm_relu forward and backward equal the CPU's", "[cuda][
                 check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
                 const Tensor yg = gpu(want.output);
                 const auto unfused =
-                    k::batch_norm_backward(k::relu_backward(gpu(g), yg), gpu(x), wg,
-                                           gpu(want.save_mean), gpu(want.save_invstd), all);
+                    kernels::batch_norm_backward(kernels::relu_backward(gpu(g), yg), gpu(x), wg,
+                                                 gpu(want.save_mean), gpu(want.save_invstd), all);
                 check_scaled(gg.input, cpu(unfused.input), std::max(out_tol(dt), 1e-5));
                 check_scaled(gg.weight, cpu(unfused.weight), sum_tol(dt, gw.weight.dtype()));
                 check_scaled(gg.bias, cpu(unfused.bias), sum_tol(dt, gw.bias.dtype()));
@@ -241,15 +241,16 @@ TEST_CASE("cuda: batch_norm_add_relu forward equals the CPU's and the unfused op
             const Tensor b = random_tensor({C}, DType::f32, seed++, -1, 1);
             Tensor rm = zeros({C}), rv = ones({C});
             Tensor rmg = gpu(rm), rvg = gpu(rv);
-            const auto want = k::batch_norm_add_relu_forward(x, r, w, b, rm, rv, 0.1, 1e-5);
-            const auto got = k::batch_norm_add_relu_forward(non_contiguous(gpu(x)), gpu(r), gpu(w),
-                                                            gpu(b), rmg, rvg, 0.1, 1e-5);
+            const auto want = kernels::batch_norm_add_relu_forward(x, r, w, b, rm, rv, 0.1, 1e-5);
+            const auto got = kernels::batch_norm_add_relu_forward(
+                non_contiguous(gpu(x)), gpu(r), gpu(w), gpu(b), rmg, rvg, 0.1, 1e-5);
             check_close(cpu(got.output), want.output, 2 * out_tol(dt), 2 * out_tol(dt));
             check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
             check_close(cpu(rmg), rm, 1e-5, 1e-5);
             check_close(cpu(rvg), rv, 1e-5, 1e-5);
-            const auto plain = k::batch_norm_forward(gpu(x), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
-            check_bits(got.output, k::relu(k::add(plain.output, gpu(r))));
+            const auto plain =
+                kernels::batch_norm_forward(gpu(x), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+            check_bits(got.output, kernels::relu(kernels::add(plain.output, gpu(r))));
         }
 }
 
@@ -280,8 +281,9 @@ TEST_CASE("cuda: channels-last batch norm keeps the format and equals the CPU's"
 
             Tensor rm = random_tensor({C}, DType::f32, seed++, -1, 1), rv = ones({C});
             Tensor rmg = gpu(rm), rvg = gpu(rv);
-            const auto want = k::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
-            const auto got = k::batch_norm_relu_forward(xg, gpu(w), gpu(b), rmg, rvg, 0.1, 1e-5);
+            const auto want = kernels::batch_norm_relu_forward(x, w, b, rm, rv, 0.1, 1e-5);
+            const auto got =
+                kernels::batch_norm_relu_forward(xg, gpu(w), gpu(b), rmg, rvg, 0.1, 1e-5);
             check_format(got.output, xg);
             check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
             check_close(cpu(got.save_mean), want.save_mean, stat_tol(dt), stat_tol(dt));
@@ -289,39 +291,41 @@ TEST_CASE("cuda: channels-last batch norm keeps the format and equals the CPU's"
             check_close(cpu(rmg), rm, 1e-5, 1e-5);
             check_close(cpu(rvg), rv, 1e-5, 1e-5);
 
-            const auto plain = k::batch_norm_forward(xg, gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+            const auto plain = kernels::batch_norm_forward(xg, gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
             check_format(plain.output, xg);
-            check_bits(got.output, k::relu(plain.output));  // the same apply pass
+            check_bits(got.output, kernels::relu(plain.output));  // the same apply pass
             const auto res =
-                k::batch_norm_add_relu_forward(xg, cl(r), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
+                kernels::batch_norm_add_relu_forward(xg, cl(r), gpu(w), gpu(b), {}, {}, 0.1, 1e-5);
             check_format(res.output, xg);
-            check_bits(res.output, k::relu(k::add(plain.output, cl(r))));
+            check_bits(res.output, kernels::relu(kernels::add(plain.output, cl(r))));
 
             // Backward from the CPU's saved statistics, plain and through the ReLU.
             const std::array<bool, 3> all{true, true, true};
-            const auto gw = k::batch_norm_relu_backward(g, want.output, x, w, want.save_mean,
-                                                        want.save_invstd, all);
+            const auto gw = kernels::batch_norm_relu_backward(g, want.output, x, w, want.save_mean,
+                                                              want.save_invstd, all);
             const auto gg =
-                k::batch_norm_relu_backward(cl(g), cl(want.output), xg, gpu(w), gpu(want.save_mean),
-                                            gpu(want.save_invstd), all);
+                kernels::batch_norm_relu_backward(cl(g), cl(want.output), xg, gpu(w),
+                                                  gpu(want.save_mean), gpu(want.save_invstd), all);
             check_format(gg.input, xg);
             check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
             check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
             check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
-            const auto pw = k::batch_norm_backward(g, x, w, want.save_mean, want.save_invstd, all);
-            const auto pg = k::batch_norm_backward(cl(g), xg, gpu(w), gpu(want.save_mean),
-                                                   gpu(want.save_invstd), all);
+            const auto pw =
+                kernels::batch_norm_backward(g, x, w, want.save_mean, want.save_invstd, all);
+            const auto pg = kernels::batch_norm_backward(cl(g), xg, gpu(w), gpu(want.save_mean),
+                                                         gpu(want.save_invstd), all);
             check_format(pg.input, xg);
             check_scaled(pg.input, pw.input, std::max(out_tol(dt), 1e-4));
             check_scaled(pg.weight, pw.weight, sum_tol(dt, pw.weight.dtype()));
 
             // Eval, and a gradient of the other layout: the result follows x.
-            const Tensor ev = k::batch_norm_inference(xg, gpu(w), gpu(b), gpu(rm), gpu(rv), 1e-3);
+            const Tensor ev =
+                kernels::batch_norm_inference(xg, gpu(w), gpu(b), gpu(rm), gpu(rv), 1e-3);
             check_format(ev, xg);
-            check_close(cpu(ev), k::batch_norm_inference(x, w, b, rm, rv, 1e-3), out_tol(dt),
+            check_close(cpu(ev), kernels::batch_norm_inference(x, w, b, rm, rv, 1e-3), out_tol(dt),
                         out_tol(dt));
-            const auto mixed = k::batch_norm_backward(gpu(g), xg, gpu(w), gpu(want.save_mean),
-                                                      gpu(want.save_invstd), all);
+            const auto mixed = kernels::batch_norm_backward(gpu(g), xg, gpu(w), gpu(want.save_mean),
+                                                            gpu(want.save_invstd), all);
             check_format(mixed.input, xg);
             check_bits(mixed.input, pg.input);
         }
@@ -331,8 +335,8 @@ TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") 
     // −0 survives the ReLU (f16 outputs of a 1e-9 weight all round to ±0).
     const Tensor x = random_tensor({6, 2, 5}, DType::f16, 520, -3, 3);
     const Tensor w = full({2}, 1e-9);
-    const auto want = k::batch_norm_relu_forward(x, w, {}, {}, {}, 0.1, 1e-5);
-    const auto got = k::batch_norm_relu_forward(gpu(x), gpu(w), {}, {}, {}, 0.1, 1e-5);
+    const auto want = kernels::batch_norm_relu_forward(x, w, {}, {}, {}, 0.1, 1e-5);
+    const auto got = kernels::batch_norm_relu_forward(gpu(x), gpu(w), {}, {}, {}, 0.1, 1e-5);
     int64_t cpu_neg = 0, gpu_neg = 0;
     for (double v : values(want.output)) cpu_neg += v == 0 && std::signbit(v);
     for (double v : values(cpu(got.output))) gpu_neg += v == 0 && std::signbit(v);
@@ -341,19 +345,19 @@ TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") 
     // Only some gradients; no values at all (weight and bias gradients 0).
     const Tensor xs = random_tensor({6, 4, 5}, DType::f32, 521, -2, 2);
     const Tensor gs = random_tensor({6, 4, 5}, DType::f32, 522);
-    const auto fs = k::batch_norm_relu_forward(xs, {}, {}, {}, {}, 0.1, 1e-5);
+    const auto fs = kernels::batch_norm_relu_forward(xs, {}, {}, {}, {}, 0.1, 1e-5);
     const auto part =
-        k::batch_norm_relu_backward(gpu(gs), gpu(fs.output), gpu(xs), {}, gpu(fs.save_mean),
-                                    gpu(fs.save_invstd), {false, true, true});
+        kernels::batch_norm_relu_backward(gpu(gs), gpu(fs.output), gpu(xs), {}, gpu(fs.save_mean),
+                                          gpu(fs.save_invstd), {false, true, true});
     CHECK_FALSE(part.input.defined());
     check_scaled(part.bias,
-                 k::batch_norm_relu_backward(gs, fs.output, xs, {}, fs.save_mean, fs.save_invstd,
-                                             {false, true, true})
+                 kernels::batch_norm_relu_backward(gs, fs.output, xs, {}, fs.save_mean,
+                                                   fs.save_invstd, {false, true, true})
                      .bias,
                  1e-5);
     const Tensor e = zeros({0, 3, 4}, {.device = kGpu});
-    const auto ge = k::batch_norm_relu_backward(e, e, e, {}, zeros({3}, {.device = kGpu}),
-                                                ones({3}, {.device = kGpu}), {true, true, true});
+    const auto ge = kernels::batch_norm_relu_backward(
+        e, e, e, {}, zeros({3}, {.device = kGpu}), ones({3}, {.device = kGpu}), {true, true, true});
     CHECK(ge.input.shape() == Shape{0, 3, 4});
     check_close(cpu(ge.bias), std::vector<double>(3, 0.0), 0, 0);
     // Two runs, the same bits (split-channel statistics, C = 16, N·S = 50176).
@@ -362,20 +366,20 @@ TEST_CASE("cuda: batch_norm_relu edge cases and repeatability", "[cuda][norm]") 
         const Tensor xb = gpu(random_tensor({64, 16, 28, 28}, dt, 523, -3, 5));
         const Tensor gb = gpu(random_tensor({64, 16, 28, 28}, dt, 524, -1, 1));
         const Tensor wb = gpu(random_tensor({16}, DType::f32, 525, -2, 2));
-        const auto f1 = k::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
-        const auto f2 = k::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
+        const auto f1 = kernels::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
+        const auto f2 = kernels::batch_norm_relu_forward(xb, wb, {}, {}, {}, 0.1, 1e-5);
         check_bits(f1.output, f2.output);
-        const auto b1 = k::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
-                                                    f1.save_invstd, {true, true, true});
-        const auto b2 = k::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
-                                                    f1.save_invstd, {true, true, true});
+        const auto b1 = kernels::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
+                                                          f1.save_invstd, {true, true, true});
+        const auto b2 = kernels::batch_norm_relu_backward(gb, f1.output, xb, wb, f1.save_mean,
+                                                          f1.save_invstd, {true, true, true});
         check_bits(b1.input, b2.input);
         check_bits(b1.weight, b2.weight);
         check_bits(b1.bias, b2.bias);
     }
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_relu_backward(gpu(gs), fs.output, gpu(xs), {}, gpu(fs.save_mean),
-                                    gpu(fs.save_invstd), {true, true, true}),
+        kernels::batch_norm_relu_backward(gpu(gs), fs.output, gpu(xs), {}, gpu(fs.save_mean),
+                                          gpu(fs.save_invstd), {true, true, true}),
         "batch_norm_relu_backward");
 }
 
@@ -399,19 +403,19 @@ TEST_CASE("cuda: layer_norm forward and backward equal the CPU's", "[cuda][norm]
                     affine ? random_tensor(c.normalized, dt, seed++, 0.5, 2) : Tensor();
                 const Tensor b =
                     affine ? random_tensor(c.normalized, DType::f64, seed++) : Tensor();
-                const auto want = k::layer_norm_forward(x, c.normalized, w, b, 1e-5);
-                const auto got = k::layer_norm_forward(non_contiguous(gpu(x)), c.normalized, gpu(w),
-                                                       gpu(b), 1e-5);
+                const auto want = kernels::layer_norm_forward(x, c.normalized, w, b, 1e-5);
+                const auto got = kernels::layer_norm_forward(non_contiguous(gpu(x)), c.normalized,
+                                                             gpu(w), gpu(b), 1e-5);
                 REQUIRE(got.mean.shape() == want.mean.shape());
                 check_close(cpu(got.output), want.output, out_tol(dt), out_tol(dt));
                 check_close(cpu(got.mean), want.mean, stat_tol(dt), stat_tol(dt));
                 check_close(cpu(got.rstd), want.rstd, stat_tol(dt), 0);
 
-                const auto gw = k::layer_norm_backward(g, x, c.normalized, w, want.mean, want.rstd,
-                                                       {true, true, true});
-                const auto gg =
-                    k::layer_norm_backward(non_contiguous(gpu(g)), gpu(x), c.normalized, gpu(w),
-                                           gpu(want.mean), gpu(want.rstd), {true, true, true});
+                const auto gw = kernels::layer_norm_backward(g, x, c.normalized, w, want.mean,
+                                                             want.rstd, {true, true, true});
+                const auto gg = kernels::layer_norm_backward(non_contiguous(gpu(g)), gpu(x),
+                                                             c.normalized, gpu(w), gpu(want.mean),
+                                                             gpu(want.rstd), {true, true, true});
                 check_scaled(gg.input, gw.input, std::max(out_tol(dt), 1e-4));
                 check_scaled(gg.weight, gw.weight, sum_tol(dt, gw.weight.dtype()));
                 check_scaled(gg.bias, gw.bias, sum_tol(dt, gw.bias.dtype()));
@@ -423,19 +427,19 @@ TEST_CASE("cuda: layer_norm with a strided weight of another dtype, and empty ro
     const Tensor x = random_tensor({9, 300}, DType::bf16, 200, -2, 2);
     const Tensor w = strided_vector(300, DType::f32, 201, 0.5, 2, Device::cpu());
     const Tensor wg = strided_vector(300, DType::f32, 201, 0.5, 2, kGpu);
-    const auto want = k::layer_norm_forward(x, {300}, w, {}, 1e-5);
-    const auto got = k::layer_norm_forward(gpu(x), {300}, wg, {}, 1e-5);
+    const auto want = kernels::layer_norm_forward(x, {300}, w, {}, 1e-5);
+    const auto got = kernels::layer_norm_forward(gpu(x), {300}, wg, {}, 1e-5);
     check_close(cpu(got.output), want.output, out_tol(DType::bf16), out_tol(DType::bf16));
     const Tensor g = random_tensor({9, 300}, DType::bf16, 202, -1, 1);
     const auto gw =
-        k::layer_norm_backward(g, x, {300}, w, want.mean, want.rstd, {true, true, false});
-    const auto gg = k::layer_norm_backward(gpu(g), gpu(x), {300}, wg, gpu(want.mean),
-                                           gpu(want.rstd), {true, true, false});
+        kernels::layer_norm_backward(g, x, {300}, w, want.mean, want.rstd, {true, true, false});
+    const auto gg = kernels::layer_norm_backward(gpu(g), gpu(x), {300}, wg, gpu(want.mean),
+                                                 gpu(want.rstd), {true, true, false});
     CHECK_FALSE(gg.bias.defined());
     check_scaled(gg.input, gw.input, out_tol(DType::bf16));
     check_scaled(gg.weight, gw.weight, 1e-4);
 
-    const auto e = k::layer_norm_forward(ones({3, 0}, {.device = kGpu}), {0}, {}, {}, 1e-5);
+    const auto e = kernels::layer_norm_forward(ones({3, 0}, {.device = kGpu}), {0}, {}, {}, 1e-5);
     CHECK(std::isnan(cpu(e.mean).at({2, 0})));
 }
 
@@ -447,15 +451,15 @@ TEST_CASE("cuda: norm kernels give the same bits on every run", "[cuda][norm]") 
         const Tensor g = gpu(random_tensor({64, 16, 28, 28}, dt, 301, -1, 1));
         const Tensor w = gpu(random_tensor({16}, DType::f32, 302, 0.5, 2));
         const Tensor b = gpu(random_tensor({16}, DType::f32, 303, -1, 1));
-        const auto f1 = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
-        const auto f2 = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
+        const auto f1 = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
+        const auto f2 = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
         check_bits(f1.output, f2.output);
         check_bits(f1.save_mean, f2.save_mean);
         check_bits(f1.save_invstd, f2.save_invstd);
         const auto b1 =
-            k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
+            kernels::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
         const auto b2 =
-            k::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
+            kernels::batch_norm_backward(g, x, w, f1.save_mean, f1.save_invstd, {true, true, true});
         check_bits(b1.input, b2.input);
         check_bits(b1.weight, b2.weight);
         check_bits(b1.bias, b2.bias);
@@ -465,14 +469,14 @@ TEST_CASE("cuda: norm kernels give the same bits on every run", "[cuda][norm]") 
             const Tensor lx = gpu(random_tensor(shape, dt, 304, -2, 4));
             const Tensor lg = gpu(random_tensor(shape, dt, 305, -1, 1));
             const Tensor lw = gpu(random_tensor(norm, dt, 306, 0.5, 2));
-            const auto l1 = k::layer_norm_forward(lx, norm, lw, {}, 1e-5);
-            const auto l2 = k::layer_norm_forward(lx, norm, lw, {}, 1e-5);
+            const auto l1 = kernels::layer_norm_forward(lx, norm, lw, {}, 1e-5);
+            const auto l2 = kernels::layer_norm_forward(lx, norm, lw, {}, 1e-5);
             check_bits(l1.output, l2.output);
             check_bits(l1.rstd, l2.rstd);
-            const auto g1 =
-                k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
-            const auto g2 =
-                k::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd, {true, true, true});
+            const auto g1 = kernels::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd,
+                                                         {true, true, true});
+            const auto g2 = kernels::layer_norm_backward(lg, lx, norm, lw, l1.mean, l1.rstd,
+                                                         {true, true, true});
             check_bits(g1.input, g2.input);
             check_bits(g1.weight, g2.weight);
             check_bits(g1.bias, g2.bias);
@@ -482,8 +486,8 @@ TEST_CASE("cuda: norm kernels give the same bits on every run", "[cuda][norm]") 
 
 TEST_CASE("cuda: norm ops name the op when devices are mixed", "[cuda][norm]") {
     const Tensor x = random_tensor({4, 3, 5}, DType::f32, 400).to(kGpu);
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, ones({3}), {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, ones({3}), {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {5}, ones({5}), {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {5}, ones({5}), {}, 1e-5),
                             "layer_norm_forward");
 }

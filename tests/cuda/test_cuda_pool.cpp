@@ -11,7 +11,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -61,30 +60,30 @@ TEST_CASE("cuda pool: forwards equal the CPU's bits", "[cuda][pool]") {
                 for (const Window& w : kWindows) {
                     INFO(dtype_name(dt) << " " << shape_str(shape) << (strided ? " strided" : "")
                                         << " kernel " << w.kernel[0] << "x" << w.kernel[1]);
-                    k::MaxPool2dResult want;
+                    kernels::MaxPool2dResult want;
                     try {  // windows larger than the smallest inputs
-                        want = k::max_pool2d(cx, w.kernel, w.stride, w.padding, w.dilation,
-                                             w.ceil_mode);
+                        want = kernels::max_pool2d(cx, w.kernel, w.stride, w.padding, w.dilation,
+                                                   w.ceil_mode);
                     } catch (const Error&) {
                         continue;
                     }
-                    const k::MaxPool2dResult got =
-                        k::max_pool2d(gx, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+                    const kernels::MaxPool2dResult got = kernels::max_pool2d(
+                        gx, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
                     REQUIRE(got.values.device() == kGpu);
                     check_close(host(got.values), want.values, 0, 0);
                     CHECK(host(got.indices).to_vector<int64_t>() ==
                           want.indices.to_vector<int64_t>());
                     if (w.dilation[0] != 1) continue;
                     for (bool cip : {true, false})
-                        check_close(host(k::avg_pool2d(gx, w.kernel, w.stride, w.padding,
-                                                       w.ceil_mode, cip)),
-                                    k::avg_pool2d(cx, w.kernel, w.stride, w.padding, w.ceil_mode,
-                                                  cip),
+                        check_close(host(kernels::avg_pool2d(gx, w.kernel, w.stride, w.padding,
+                                                             w.ceil_mode, cip)),
+                                    kernels::avg_pool2d(cx, w.kernel, w.stride, w.padding,
+                                                        w.ceil_mode, cip),
                                     0, 0);
                 }
                 for (Int2 out : {Int2{1, 1}, Int2{3, 4}, Int2{5, 5}, Int2{13, 2}})
-                    check_close(host(k::adaptive_avg_pool2d(gx, out)),
-                                k::adaptive_avg_pool2d(cx, out), 0, 0);
+                    check_close(host(kernels::adaptive_avg_pool2d(gx, out)),
+                                kernels::adaptive_avg_pool2d(cx, out), 0, 0);
             }
 }
 
@@ -99,9 +98,10 @@ TEST_CASE("cuda pool: max_pool2d picks the CPU's element among ties and NaN", "[
     for (DType dt : kFloats)
         for (const Window& w : kWindows) {
             const Tensor cx = x.to(dt);
-            const auto want = k::max_pool2d(cx, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
-            const auto got =
-                k::max_pool2d(gpu(cx), w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+            const auto want =
+                kernels::max_pool2d(cx, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+            const auto got = kernels::max_pool2d(gpu(cx), w.kernel, w.stride, w.padding, w.dilation,
+                                                 w.ceil_mode);
             check_close(host(got.values), want.values, 0, 0);
             CHECK(host(got.indices).to_vector<int64_t>() == want.indices.to_vector<int64_t>());
         }
@@ -113,9 +113,10 @@ TEST_CASE("cuda pool: backwards equal the CPU's bits and repeat exactly", "[cuda
         for (const Shape& shape : kShapes)
             for (const Window& w : kWindows) {
                 const Tensor x = random_tensor(shape, dt, ++seed);
-                k::MaxPool2dResult m;
+                kernels::MaxPool2dResult m;
                 try {
-                    m = k::max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
+                    m = kernels::max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation,
+                                            w.ceil_mode);
                 } catch (const Error&) {
                     continue;
                 }
@@ -129,21 +130,22 @@ TEST_CASE("cuda pool: backwards equal the CPU's bits and repeat exactly", "[cuda
                     const Tensor any = random_tensor(m.indices.shape(), DType::i64, ++seed, 0,
                                                      double(hw));
                     for (const Tensor& idx : {m.indices, any}) {
-                        const Tensor want = k::max_pool2d_backward(cg, x, idx);
-                        const Tensor got = k::max_pool2d_backward(dg, gpu(x), in_layout(gpu(idx), strided));
-                        const Tensor again = k::max_pool2d_backward(dg, gpu(x), gpu(idx));
+                        const Tensor want = kernels::max_pool2d_backward(cg, x, idx);
+                        const Tensor got =
+                            kernels::max_pool2d_backward(dg, gpu(x), in_layout(gpu(idx), strided));
+                        const Tensor again = kernels::max_pool2d_backward(dg, gpu(x), gpu(idx));
                         check_close(host(got), want, 0, 0);
                         check_close(host(again), host(got), 0, 0);
                     }
                     if (w.dilation[0] != 1) continue;
                     for (bool cip : {true, false}) {
-                        const Tensor y = k::avg_pool2d(x, w.kernel, w.stride, w.padding,
-                                                       w.ceil_mode, cip);
+                        const Tensor y =
+                            kernels::avg_pool2d(x, w.kernel, w.stride, w.padding, w.ceil_mode, cip);
                         const Tensor g = in_layout(random_tensor(y.shape(), dt, ++seed), strided);
-                        const Tensor want = k::avg_pool2d_backward(g, x, w.kernel, w.stride,
-                                                                   w.padding, w.ceil_mode, cip);
-                        const Tensor got = k::avg_pool2d_backward(gpu(g), gpu(x), w.kernel, w.stride,
-                                                                  w.padding, w.ceil_mode, cip);
+                        const Tensor want = kernels::avg_pool2d_backward(
+                            g, x, w.kernel, w.stride, w.padding, w.ceil_mode, cip);
+                        const Tensor got = kernels::avg_pool2d_backward(
+                            gpu(g), gpu(x), w.kernel, w.stride, w.padding, w.ceil_mode, cip);
                         check_close(host(got), want, 0, 0);
                     }
                 }
@@ -152,36 +154,38 @@ TEST_CASE("cuda pool: backwards equal the CPU's bits and repeat exactly", "[cuda
         for (const Shape& shape : kShapes)
             for (Int2 out : {Int2{1, 1}, Int2{3, 4}, Int2{5, 5}, Int2{13, 2}}) {
                 const Tensor x = random_tensor(shape, dt, ++seed);
-                const Tensor y = k::adaptive_avg_pool2d(x, out);
+                const Tensor y = kernels::adaptive_avg_pool2d(x, out);
                 const Tensor g = non_contiguous(random_tensor(y.shape(), dt, ++seed));
-                const Tensor got = k::adaptive_avg_pool2d_backward(gpu(g), gpu(x));
-                check_close(host(got), k::adaptive_avg_pool2d_backward(g, x), 0, 0);
-                check_close(host(k::adaptive_avg_pool2d_backward(gpu(g), gpu(x))), host(got), 0, 0);
+                const Tensor got = kernels::adaptive_avg_pool2d_backward(gpu(g), gpu(x));
+                check_close(host(got), kernels::adaptive_avg_pool2d_backward(g, x), 0, 0);
+                check_close(host(kernels::adaptive_avg_pool2d_backward(gpu(g), gpu(x))), host(got),
+                            0, 0);
             }
 }
 
 TEST_CASE("cuda pool: a large batch (many blocks, grid-stride) equals the CPU", "[cuda][pool]") {
     const Tensor x = random_tensor({16, 64, 57, 55}, DType::bf16, 9);
-    const auto want = k::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
-    const auto got = k::max_pool2d(gpu(x), {3, 3}, {2, 2}, {1, 1});
+    const auto want = kernels::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    const auto got = kernels::max_pool2d(gpu(x), {3, 3}, {2, 2}, {1, 1});
     CHECK(host(got.indices).to_vector<int64_t>() == want.indices.to_vector<int64_t>());
     const Tensor g = random_tensor(want.values.shape(), DType::bf16, 10);
-    check_close(host(k::max_pool2d_backward(gpu(g), gpu(x), got.indices)),
-                k::max_pool2d_backward(g, x, want.indices), 0, 0);
-    check_close(host(k::avg_pool2d_backward(gpu(g), gpu(x), {3, 3}, {2, 2}, {1, 1}, false, true)),
-                k::avg_pool2d_backward(g, x, {3, 3}, {2, 2}, {1, 1}, false, true), 0, 0);
+    check_close(host(kernels::max_pool2d_backward(gpu(g), gpu(x), got.indices)),
+                kernels::max_pool2d_backward(g, x, want.indices), 0, 0);
+    check_close(
+        host(kernels::avg_pool2d_backward(gpu(g), gpu(x), {3, 3}, {2, 2}, {1, 1}, false, true)),
+        kernels::avg_pool2d_backward(g, x, {3, 3}, {2, 2}, {1, 1}, false, true), 0, 0);
 }
 
 TEST_CASE("cuda pool: a max index outside the plane is an Error at the next sync",
           "[cuda][pool]") {
     const Tensor x = random_tensor({2, 3, 6, 5}, DType::f32, 1);
-    const auto m = k::max_pool2d(x, {2, 2});
+    const auto m = kernels::max_pool2d(x, {2, 2});
     std::vector<int64_t> idx = m.indices.to_vector<int64_t>();
     idx[7] = 30;  // H·W = 30: one past the plane
     const Tensor bad = gpu(from_vector(idx, m.indices.shape()));
     const Tensor g = gpu(random_tensor(m.values.shape(), DType::f32, 2));
     std::string msg = error_of([&] {
-        const Tensor dx = k::max_pool2d_backward(g, gpu(x), bad);
+        const Tensor dx = kernels::max_pool2d_backward(g, gpu(x), bad);
         (void)host(dx);
     });
     INFO(msg);
@@ -191,13 +195,13 @@ TEST_CASE("cuda pool: a max index outside the plane is an Error at the next sync
     idx[7] = m.indices.to_vector<int64_t>()[7];
     idx[20] = -1;
     msg = error_of([&] {
-        (void)k::max_pool2d_backward(g, gpu(x), gpu(from_vector(idx, m.indices.shape())));
+        (void)kernels::max_pool2d_backward(g, gpu(x), gpu(from_vector(idx, m.indices.shape())));
         synchronize(kGpu);
     });
     CHECK(msg.find("max_pool2d_backward: index -1 at position 20") != std::string::npos);
     CHECK_NOTHROW(synchronize(kGpu));
-    check_close(host(k::max_pool2d_backward(g, gpu(x), gpu(m.indices))),
-                k::max_pool2d_backward(host(g), x, m.indices), 0, 0);
+    check_close(host(kernels::max_pool2d_backward(g, gpu(x), gpu(m.indices))),
+                kernels::max_pool2d_backward(host(g), x, m.indices), 0, 0);
 }
 
 TEST_CASE("cuda pool: the differentiable ops' gradients on the device equal the CPU's",

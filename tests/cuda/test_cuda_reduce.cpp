@@ -15,7 +15,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -30,17 +29,17 @@ double tol(DType t) { return t == DType::f64 ? 1e-13 : t == DType::f32 ? 4e-6 : 
 void check_all(const Tensor& x, const Shape& dims) {
     const Tensor g = gpu(x);
     INFO(dtype_name(x.dtype()) << " " << shape_str(x.shape()) << " over dims " << shape_str(dims));
-    check_close(cpu(k::sum(g, dims)), k::sum(x, dims), 0, 0);
-    check_close(cpu(k::amax(g, dims)), k::amax(x, dims), 0, 0);
-    check_close(cpu(k::amin(g, dims)), k::amin(x, dims), 0, 0);
+    check_close(cpu(kernels::sum(g, dims)), kernels::sum(x, dims), 0, 0);
+    check_close(cpu(kernels::amax(g, dims)), kernels::amax(x, dims), 0, 0);
+    check_close(cpu(kernels::amin(g, dims)), kernels::amin(x, dims), 0, 0);
     if (!is_floating(x.dtype())) return;
     const double t = tol(x.dtype());
-    check_close(cpu(k::mean(g, dims)), k::mean(x, dims), 0, 0);
+    check_close(cpu(kernels::mean(g, dims)), kernels::mean(x, dims), 0, 0);
     for (double p : {1.0, 2.0, double(INFINITY)})
-        check_close(cpu(k::norm(g, p, dims)), k::norm(x, p, dims), t, t);
+        check_close(cpu(kernels::norm(g, p, dims)), kernels::norm(x, p, dims), t, t);
     for (double c : {0.0, 1.0}) {
-        check_close(cpu(k::var(g, dims, c)), k::var(x, dims, c), t, t);
-        check_close(cpu(k::std(g, dims, c)), k::std(x, dims, c), t, t);
+        check_close(cpu(kernels::var(g, dims, c)), kernels::var(x, dims, c), t, t);
+        check_close(cpu(kernels::std(g, dims, c)), kernels::std(x, dims, c), t, t);
     }
 }
 
@@ -49,11 +48,12 @@ void check_extremes(const Tensor& x, int64_t dim) {
     const Tensor g = gpu(x);
     INFO(dtype_name(x.dtype()) << " " << shape_str(x.shape()) << " along dim " << dim);
     for (bool is_max : {true, false}) {
-        const ValuesIndices want = is_max ? k::max(x, dim) : k::min(x, dim);
-        const ValuesIndices got = is_max ? k::max(g, dim) : k::min(g, dim);
+        const ValuesIndices want = is_max ? kernels::max(x, dim) : kernels::min(x, dim);
+        const ValuesIndices got = is_max ? kernels::max(g, dim) : kernels::min(g, dim);
         check_close(cpu(got.indices), want.indices, 0, 0);
         check_close(cpu(got.values), want.values, 0, 0);
-        check_close(cpu(is_max ? k::argmax(g, dim) : k::argmin(g, dim)), want.indices, 0, 0);
+        check_close(cpu(is_max ? kernels::argmax(g, dim) : kernels::argmin(g, dim)), want.indices,
+                    0, 0);
     }
 }
 
@@ -126,10 +126,10 @@ TEST_CASE("cuda: size-1 and size-0 dims", "[cuda][reduce]") {
     check_all(random_tensor({}, DType::f32, 34), {});
     check_extremes(random_tensor({5, 1, 7}, DType::f32, 35), 1);
     const Tensor empty_dim = gpu(random_tensor({3, 0}, DType::f32, 36));
-    check_close(cpu(k::sum(empty_dim, {1})), {0, 0, 0}, 0, 0);
-    REQUIRE(std::isnan(cpu(k::mean(empty_dim, {1})).to_vector<float>()[0]));
-    REQUIRE(k::sum(gpu(random_tensor({0, 4}, DType::f32, 37)), {1}).numel() == 0);
-    REQUIRE_THROWS_WITH_MSG(k::amax(empty_dim, {1}), "amax: cannot reduce over");
+    check_close(cpu(kernels::sum(empty_dim, {1})), {0, 0, 0}, 0, 0);
+    REQUIRE(std::isnan(cpu(kernels::mean(empty_dim, {1})).to_vector<float>()[0]));
+    REQUIRE(kernels::sum(gpu(random_tensor({0, 4}, DType::f32, 37)), {1}).numel() == 0);
+    REQUIRE_THROWS_WITH_MSG(kernels::amax(empty_dim, {1}), "amax: cannot reduce over");
 }
 
 TEST_CASE("cuda: max and min give the first index of ties", "[cuda][reduce]") {
@@ -140,8 +140,8 @@ TEST_CASE("cuda: max and min give the first index of ties", "[cuda][reduce]") {
         check_extremes(ties({4, 3000, 5}, t, 44), 1);
     }
     const Tensor x = gpu(from_vector(std::vector<float>{1, 3, 3, 0, 3, 0}, {6}));
-    check_close(cpu(k::argmax(x)), {1}, 0, 0);
-    check_close(cpu(k::argmin(x)), {3}, 0, 0);
+    check_close(cpu(kernels::argmax(x)), {1}, 0, 0);
+    check_close(cpu(kernels::argmin(x)), {3}, 0, 0);
 }
 
 TEST_CASE("cuda: NaN wins amax, amin, max and min, its first index", "[cuda][reduce]") {
@@ -149,15 +149,16 @@ TEST_CASE("cuda: NaN wins amax, amin, max and min, its first index", "[cuda][red
     const Tensor rows = with_nans(random_tensor({4, n}, DType::f32, 51),
                                   {5, 7, n + 1000, n + 3, 2 * n + n - 1, 2 * n + 600000});
     check_extremes(rows, 1);
-    check_close(cpu(k::amax(gpu(rows), {1})), k::amax(rows, {1}), 0, 0);
-    check_close(cpu(k::amin(gpu(rows), {1})), k::amin(rows, {1}), 0, 0);
-    check_close(cpu(k::norm(gpu(rows), INFINITY, {1})), k::norm(rows, INFINITY, {1}), 0, 0);
+    check_close(cpu(kernels::amax(gpu(rows), {1})), kernels::amax(rows, {1}), 0, 0);
+    check_close(cpu(kernels::amin(gpu(rows), {1})), kernels::amin(rows, {1}), 0, 0);
+    check_close(cpu(kernels::norm(gpu(rows), INFINITY, {1})), kernels::norm(rows, INFINITY, {1}), 0,
+                0);
     const Tensor cols = with_nans(random_tensor({3, 5000, 4}, DType::f16, 52),
                                   {4 * 10 + 1, 4 * 4000 + 1, 20000 + 4 * 7 + 2, 20000 + 2});
     check_extremes(cols, 1);
     const Tensor flat = gpu(with_nans(random_tensor({7, 9}, DType::f32, 53), {40, 20}));
-    check_close(cpu(k::argmax(flat)), {20}, 0, 0);
-    check_close(cpu(k::argmin(flat)), {20}, 0, 0);
+    check_close(cpu(kernels::argmax(flat)), {20}, 0, 0);
+    check_close(cpu(kernels::argmin(flat)), {20}, 0, 0);
 }
 
 TEST_CASE("cuda: integer and bool sums give i64 as the CPU's", "[cuda][reduce]") {
@@ -165,16 +166,17 @@ TEST_CASE("cuda: integer and bool sums give i64 as the CPU's", "[cuda][reduce]")
         const double lo = t == DType::i32 || t == DType::i64 ? -1000 : 0;
         const double hi = t == DType::i32 || t == DType::i64 ? 1000 : 250;
         const Tensor x = random_tensor({5, 70001}, t, 61, lo, hi);
-        const Tensor got = cpu(k::sum(gpu(x), {1}));
+        const Tensor got = cpu(kernels::sum(gpu(x), {1}));
         REQUIRE(got.dtype() == DType::i64);
-        check_close(got, k::sum(x, {1}), 0, 0);
+        check_close(got, kernels::sum(x, {1}), 0, 0);
         check_all(x, {0});
         check_all(random_tensor({3, 2000, 3}, t, 62, lo, hi), {1});
     }
     // Past 2^31 in i32 inputs, and wrapping past 2^63 like the CPU.
-    check_close(cpu(k::sum(gpu(full({3}, 2e9, {DType::i32})))), {6e9}, 0, 0);
+    check_close(cpu(kernels::sum(gpu(full({3}, 2e9, {DType::i32})))), {6e9}, 0, 0);
     const Tensor big = full({4}, double(int64_t(1) << 62), {DType::i64});
-    REQUIRE(cpu(k::sum(gpu(big))).to_vector<int64_t>() == k::sum(big).to_vector<int64_t>());
+    REQUIRE(cpu(kernels::sum(gpu(big))).to_vector<int64_t>() ==
+            kernels::sum(big).to_vector<int64_t>());
 }
 
 TEST_CASE("cuda: non-contiguous inputs equal the CPU's", "[cuda][reduce]") {
@@ -191,9 +193,9 @@ TEST_CASE("cuda: two runs of a reduction give the same bits", "[cuda][reduce]") 
     const Tensor c = gpu(random_tensor({2, 100001, 3}, DType::f32, 82));
     for (const Tensor* t : {&x, &c}) {
         const Shape dims = {1};
-        REQUIRE(bits(k::sum(*t, dims)) == bits(k::sum(*t, dims)));
-        REQUIRE(bits(k::norm(*t, 2, dims)) == bits(k::norm(*t, 2, dims)));
-        REQUIRE(bits(k::var(*t, dims)) == bits(k::var(*t, dims)));
-        REQUIRE(bits(k::max(*t, 1).indices) == bits(k::max(*t, 1).indices));
+        REQUIRE(bits(kernels::sum(*t, dims)) == bits(kernels::sum(*t, dims)));
+        REQUIRE(bits(kernels::norm(*t, 2, dims)) == bits(kernels::norm(*t, 2, dims)));
+        REQUIRE(bits(kernels::var(*t, dims)) == bits(kernels::var(*t, dims)));
+        REQUIRE(bits(kernels::max(*t, 1).indices) == bits(kernels::max(*t, 1).indices));
     }
 }

@@ -17,7 +17,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -35,7 +34,7 @@ struct Reference {
 
 Reference reference(const Case& c, const std::vector<double>& q, const std::vector<double>& kk,
                     const std::vector<double>& v, const std::vector<double>& g,
-                    const k::AttentionArgs& a) {
+                    const kernels::AttentionArgs& a) {
     Reference r;
     r.out.assign(size_t(c.b * c.h * c.tq * c.dv), 0);
     r.lse.assign(size_t(c.b * c.h * c.tq), 0);
@@ -96,8 +95,8 @@ Reference reference(const Case& c, const std::vector<double>& q, const std::vect
     return r;
 }
 
-k::AttentionArgs args_of(const Case& c) {
-    k::AttentionArgs a;
+kernels::AttentionArgs args_of(const Case& c) {
+    kernels::AttentionArgs a;
     a.causal = c.causal;
     a.scale = 1.0 / std::sqrt(double(c.d));
     a.dropout_p = c.dropout;
@@ -121,14 +120,14 @@ Inputs inputs(const Case& c, DType dtype, uint64_t seed) {
 template <class Fwd, class Bwd>
 void check_path(const Case& c, DType dtype, Fwd fwd, Bwd bwd, double rtol, double atol) {
     const Inputs in = inputs(c, dtype, 11 + uint64_t(c.tq));
-    const k::AttentionArgs a = args_of(c);
+    const kernels::AttentionArgs a = args_of(c);
     const Reference ref = reference(c, values(in.q), values(in.k), values(in.v), values(in.g), a);
-    const k::AttentionForward f = fwd(in.q, in.k, in.v, a);
+    const kernels::AttentionForward f = fwd(in.q, in.k, in.v, a);
     REQUIRE(f.out.shape() == Shape({c.b, c.h, c.tq, c.dv}));
     REQUIRE(f.out.dtype() == dtype);
     check_close(f.out, ref.out, rtol, atol);
     check_close(f.lse, ref.lse, rtol, atol);
-    const k::AttentionGrads gr = bwd(in.g, in.q, in.k, in.v, f.out, f.lse, a);
+    const kernels::AttentionGrads gr = bwd(in.g, in.q, in.k, in.v, f.out, f.lse, a);
     REQUIRE(gr.q.shape() == in.q.shape());
     REQUIRE(gr.k.shape() == in.k.shape());
     REQUIRE(gr.v.shape() == in.v.shape());
@@ -138,18 +137,20 @@ void check_path(const Case& c, DType dtype, Fwd fwd, Bwd bwd, double rtol, doubl
 }
 
 const auto fused_fwd = [](const Tensor& q, const Tensor& kk, const Tensor& v,
-                          const k::AttentionArgs& a) { return k::attention_forward(q, kk, v, a); };
+                          const kernels::AttentionArgs& a) {
+    return kernels::attention_forward(q, kk, v, a);
+};
 const auto fused_bwd = [](const Tensor& g, const Tensor& q, const Tensor& kk, const Tensor& v,
-                          const Tensor& o, const Tensor& l, const k::AttentionArgs& a) {
-    return k::attention_backward(g, q, kk, v, o, l, a);
+                          const Tensor& o, const Tensor& l, const kernels::AttentionArgs& a) {
+    return kernels::attention_backward(g, q, kk, v, o, l, a);
 };
 const auto composite_fwd = [](const Tensor& q, const Tensor& kk, const Tensor& v,
-                              const k::AttentionArgs& a) {
-    return k::attention_forward_composite(q, kk, v, a);
+                              const kernels::AttentionArgs& a) {
+    return kernels::attention_forward_composite(q, kk, v, a);
 };
 const auto composite_bwd = [](const Tensor& g, const Tensor& q, const Tensor& kk, const Tensor& v,
-                              const Tensor& o, const Tensor& l, const k::AttentionArgs& a) {
-    return k::attention_backward_composite(g, q, kk, v, o, l, a);
+                              const Tensor& o, const Tensor& l, const kernels::AttentionArgs& a) {
+    return kernels::attention_backward_composite(g, q, kk, v, o, l, a);
 };
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
@@ -189,14 +190,14 @@ TEST_CASE("attention: dropout drops the entries the stream says, on both paths",
         check_path(c, DType::f64, composite_fwd, composite_bwd, 1e-11, 1e-12);
         // Another seed draws another mask.
         const Inputs in = inputs(c, DType::f64, 5);
-        k::AttentionArgs a = args_of(c), b = a;
+        kernels::AttentionArgs a = args_of(c), b = a;
         b.seed += 1;
-        CHECK_FALSE(same_bytes(k::attention_forward(in.q, in.k, in.v, a).out,
-                               k::attention_forward(in.q, in.k, in.v, b).out));
-        CHECK(same_bytes(k::attention_forward(in.q, in.k, in.v, a).out,
-                         k::attention_forward(in.q, in.k, in.v, a).out));
+        CHECK_FALSE(same_bytes(kernels::attention_forward(in.q, in.k, in.v, a).out,
+                               kernels::attention_forward(in.q, in.k, in.v, b).out));
+        CHECK(same_bytes(kernels::attention_forward(in.q, in.k, in.v, a).out,
+                         kernels::attention_forward(in.q, in.k, in.v, a).out));
     }
-    CHECK(k::attention_dropout_blocks(2, 3, 5, 7) == (2 * 3 * 5 * 7 + 3) / 4);
+    CHECK(kernels::attention_dropout_blocks(2, 3, 5, 7) == (2 * 3 * 5 * 7 + 3) / 4);
 }
 
 TEST_CASE("attention: strided q, k, v (heads of one packed projection) read as they lie",
@@ -207,9 +208,10 @@ TEST_CASE("attention: strided q, k, v (heads of one packed projection) read as t
     auto part = [&](int64_t i) { return qkv.select(2, i).permute({0, 2, 1, 3}); };
     const Tensor q = part(0), kk = part(1), v = part(2);
     REQUIRE_FALSE(q.is_contiguous());
-    const k::AttentionArgs a = args_of({B, H, T, T, D, D, true});
-    const k::AttentionForward f = k::attention_forward(q, kk, v, a);
-    const k::AttentionForward g = k::attention_forward(q.contiguous(), kk.contiguous(), v.contiguous(), a);
+    const kernels::AttentionArgs a = args_of({B, H, T, T, D, D, true});
+    const kernels::AttentionForward f = kernels::attention_forward(q, kk, v, a);
+    const kernels::AttentionForward g =
+        kernels::attention_forward(q.contiguous(), kk.contiguous(), v.contiguous(), a);
     CHECK(same_bytes(f.out, g.out));
     CHECK(same_bytes(f.lse, g.lse));
     // The output is [B, Tq, H, Dv] memory: its transpose is contiguous.
@@ -218,9 +220,10 @@ TEST_CASE("attention: strided q, k, v (heads of one packed projection) read as t
     const Tensor go = random_tensor({B, H, T, D}, DType::f32, 4);
     Tensor dqkv = full({B, T, 3, H, D}, 7.0);
     auto dpart = [&](int64_t i) { return dqkv.select(2, i).permute({0, 2, 1, 3}); };
-    const k::AttentionGrads into{dpart(0), dpart(1), dpart(2)};
-    k::attention_backward(go, q, kk, v, f.out, f.lse, a, &into);
-    const k::AttentionGrads plain = k::attention_backward(go, q, kk, v, f.out, f.lse, a);
+    const kernels::AttentionGrads into{dpart(0), dpart(1), dpart(2)};
+    kernels::attention_backward(go, q, kk, v, f.out, f.lse, a, &into);
+    const kernels::AttentionGrads plain =
+        kernels::attention_backward(go, q, kk, v, f.out, f.lse, a);
     CHECK(same_bytes(dpart(0), plain.q));
     CHECK(same_bytes(dpart(1), plain.k));
     CHECK(same_bytes(dpart(2), plain.v));
@@ -231,17 +234,18 @@ TEST_CASE("attention: f16 and bf16 inputs computed in f32", "[kernels][attention
     for (DType dt : {DType::f16, DType::bf16}) {
         INFO(dtype_name(dt));
         const Inputs in = inputs(c, dt, 9);
-        const k::AttentionArgs a = args_of(c);
+        const kernels::AttentionArgs a = args_of(c);
         // The reference of the rounded inputs, in f64.
         const Reference ref = reference(c, values(in.q), values(in.k), values(in.v), values(in.g), a);
-        const k::AttentionForward f = k::attention_forward(in.q, in.k, in.v, a);
+        const kernels::AttentionForward f = kernels::attention_forward(in.q, in.k, in.v, a);
         CHECK(f.out.dtype() == dt);
         CHECK(f.lse.dtype() == DType::f32);
         // One rounding of the output to the dtype (and f32 accumulation).
         const double tol = dt == DType::bf16 ? 8e-3 : 1e-3;
         check_close(f.out, ref.out, tol, tol);
         check_close(f.lse, ref.lse, 1e-5, 1e-5);
-        const k::AttentionGrads g = k::attention_backward(in.g, in.q, in.k, in.v, f.out, f.lse, a);
+        const kernels::AttentionGrads g =
+            kernels::attention_backward(in.g, in.q, in.k, in.v, f.out, f.lse, a);
         check_close(g.v, ref.dv, 2 * tol, 2 * tol);
         check_close(g.q, ref.dq, 4 * tol, 4 * tol);
     }
@@ -251,14 +255,15 @@ TEST_CASE("attention: the fused kernel gives the same bits for any thread count"
           "[kernels][attention]") {
     const Case c{2, 3, 150, 150, 32, 32, true};
     const Inputs in = inputs(c, DType::f32, 21);
-    const k::AttentionArgs a = args_of(c);
+    const kernels::AttentionArgs a = args_of(c);
     const int before = omp_get_max_threads();
-    std::vector<k::AttentionForward> fw;
-    std::vector<k::AttentionGrads> bw;
+    std::vector<kernels::AttentionForward> fw;
+    std::vector<kernels::AttentionGrads> bw;
     for (int threads : {1, 2, 3}) {
         omp_set_num_threads(threads);
-        fw.push_back(k::attention_forward(in.q, in.k, in.v, a));
-        bw.push_back(k::attention_backward(in.g, in.q, in.k, in.v, fw.back().out, fw.back().lse, a));
+        fw.push_back(kernels::attention_forward(in.q, in.k, in.v, a));
+        bw.push_back(
+            kernels::attention_backward(in.g, in.q, in.k, in.v, fw.back().out, fw.back().lse, a));
     }
     omp_set_num_threads(before);
     for (size_t i = 1; i < fw.size(); ++i) {
@@ -275,12 +280,13 @@ TEST_CASE("attention: a causal T = 4096 forward and backward hold O(T·D) bytes,
     const int64_t T = 4096, D = 64;
     const Case c{1, 1, T, T, D, D, true};
     const Inputs in = inputs(c, DType::f32, 31);
-    const k::AttentionArgs a = args_of(c);
+    const kernels::AttentionArgs a = args_of(c);
     const size_t operand = size_t(T * D) * sizeof(float);  // 1 MiB
     reset_peak_memory_stats();
     const size_t before = memory_stats().allocated_bytes;
-    const k::AttentionForward f = k::attention_forward(in.q, in.k, in.v, a);
-    const k::AttentionGrads g = k::attention_backward(in.g, in.q, in.k, in.v, f.out, f.lse, a);
+    const kernels::AttentionForward f = kernels::attention_forward(in.q, in.k, in.v, a);
+    const kernels::AttentionGrads g =
+        kernels::attention_backward(in.g, in.q, in.k, in.v, f.out, f.lse, a);
     const size_t peak = memory_stats().peak_allocated_bytes - before;
     INFO("peak " << peak << " bytes; one [T, D] operand is " << operand);
     // out, lse and three gradients: about 4 operands. One f32 [T, T] matrix is 64 MiB.
@@ -289,7 +295,7 @@ TEST_CASE("attention: a causal T = 4096 forward and backward hold O(T·D) bytes,
     // The composite path materializes the scores: more than T² floats.
     reset_peak_memory_stats();
     const size_t before2 = memory_stats().allocated_bytes;
-    k::attention_forward_composite(in.q, in.k, in.v, a);
+    kernels::attention_forward_composite(in.q, in.k, in.v, a);
     CHECK(memory_stats().peak_allocated_bytes - before2 > size_t(T * T) * sizeof(float));
     // A sampled row of the fused result against the f64 reference of that row.
     const std::vector<double> lse = values(f.lse);
@@ -299,23 +305,28 @@ TEST_CASE("attention: a causal T = 4096 forward and backward hold O(T·D) bytes,
 
 TEST_CASE("attention: bad arguments are errors naming the op and the shapes", "[kernels][attention]") {
     const Tensor q = randn({1, 2, 5, 8}), kk = randn({1, 2, 6, 8}), v = randn({1, 2, 6, 4});
-    const k::AttentionArgs a;
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(q, randn({1, 2, 6, 7}), v, a),
-                            "attention_forward: q [1, 2, 5, 8], k [1, 2, 6, 7] and v [1, 2, 6, 4] do not fit");
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(randn({2, 5, 8}), kk, v, a),
+    const kernels::AttentionArgs a;
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::attention_forward(q, randn({1, 2, 6, 7}), v, a),
+        "attention_forward: q [1, 2, 5, 8], k [1, 2, 6, 7] and v [1, 2, 6, 4] do not fit");
+    REQUIRE_THROWS_WITH_MSG(kernels::attention_forward(randn({2, 5, 8}), kk, v, a),
                             "expected [B, H, T, D] tensors");
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(q, kk.to(DType::f64), v, a), "one dtype");
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(q.to(DType::i64), kk.to(DType::i64), v.to(DType::i64), a),
-                            "floating");
-    k::AttentionArgs bad;
+    REQUIRE_THROWS_WITH_MSG(kernels::attention_forward(q, kk.to(DType::f64), v, a), "one dtype");
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::attention_forward(q.to(DType::i64), kk.to(DType::i64), v.to(DType::i64), a),
+        "floating");
+    kernels::AttentionArgs bad;
     bad.dropout_p = 1.0;
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(q, kk, v, bad), "dropout_p must be in [0, 1)");
+    REQUIRE_THROWS_WITH_MSG(kernels::attention_forward(q, kk, v, bad),
+                            "dropout_p must be in [0, 1)");
     bad.dropout_p = std::nan("");
-    REQUIRE_THROWS_WITH_MSG(k::attention_forward(q, kk, v, bad), "dropout_p must be in [0, 1)");
-    const k::AttentionForward f = k::attention_forward(q, kk, v, a);
-    REQUIRE_THROWS_WITH_MSG(k::attention_backward(randn({1, 2, 5, 5}), q, kk, v, f.out, f.lse, a),
-                            "attention_backward: grad_out f32 [1, 2, 5, 5]");
-    REQUIRE_THROWS_WITH_MSG(k::attention_backward(randn({1, 2, 5, 4}), q, kk, v, f.out,
-                                                  randn({1, 2, 5}).to(DType::f64), a),
+    REQUIRE_THROWS_WITH_MSG(kernels::attention_forward(q, kk, v, bad),
+                            "dropout_p must be in [0, 1)");
+    const kernels::AttentionForward f = kernels::attention_forward(q, kk, v, a);
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::attention_backward(randn({1, 2, 5, 5}), q, kk, v, f.out, f.lse, a),
+        "attention_backward: grad_out f32 [1, 2, 5, 5]");
+    REQUIRE_THROWS_WITH_MSG(kernels::attention_backward(randn({1, 2, 5, 4}), q, kk, v, f.out,
+                                                        randn({1, 2, 5}).to(DType::f64), a),
                             "is not the forward's");
 }

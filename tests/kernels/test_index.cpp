@@ -14,7 +14,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -94,7 +93,7 @@ TEST_CASE("index_select matches the reference for every dim, dtype and layout", 
                     index = layout(index, case_no / 2);
                     INFO("shape " << shape_str(shape) << " dim " << dim << " " << dtype_name(dtype)
                                   << " index " << dtype_name(itype) << " n " << n);
-                    Tensor out = k::index_select(input, dim, index);
+                    Tensor out = kernels::index_select(input, dim, index);
                     Shape want = shape;
                     want[size_t(d)] = n;
                     REQUIRE(out.shape() == want);
@@ -112,7 +111,7 @@ TEST_CASE("index_select matches the reference for every dim, dtype and layout", 
 
 TEST_CASE("index_select with a 0-d index keeps the dim with size 1", "[index]") {
     Tensor input = random_tensor({4, 3}, DType::f32, 5);
-    Tensor out = k::index_select(input, 0, from_vector(std::vector<int64_t>{2}, {}));
+    Tensor out = kernels::index_select(input, 0, from_vector(std::vector<int64_t>{2}, {}));
     REQUIRE(out.shape() == Shape{1, 3});
     check_close(out, input.narrow(0, 2, 1), 0, 0);
 }
@@ -141,7 +140,7 @@ TEST_CASE("gather matches the reference for every dim, dtype and layout", "[inde
                     INFO("shape " << shape_str(shape) << " index " << shape_str(ishape) << " dim "
                                   << dim << " " << dtype_name(dtype) << " index "
                                   << dtype_name(itype));
-                    Tensor out = k::gather(input, dim, index);
+                    Tensor out = kernels::gather(input, dim, index);
                     REQUIRE(out.shape() == ishape);
                     REQUIRE(out.dtype() == dtype);
                     check_close(out, ref_gather(input, d, index), 0, 0);
@@ -187,12 +186,12 @@ TEST_CASE("scatter_add accumulates repeated indices like the reference", "[index
                              << shape_str(sshape) << " dim " << dim << " " << dtype_name(dtype));
                 const std::vector<double> want = ref_scatter_add(self, d, index, src);
                 const std::vector<double> before = values(self);
-                Tensor out = k::scatter_add(self, dim, index, src);
+                Tensor out = kernels::scatter_add(self, dim, index, src);
                 REQUIRE(out.shape() == shape);
                 check_close(out, want, exact ? 0 : 1e-12 + rtol_for(dtype), exact ? 0 : 1e-5);
                 check_close(self, before, 0, 0);  // out of place leaves self alone
                 // In place, through self's own (possibly strided) layout.
-                Tensor same = k::scatter_add_(self, dim, index, src);
+                Tensor same = kernels::scatter_add_(self, dim, index, src);
                 CHECK(same.is_same(self));
                 check_close(self, want, exact ? 0 : 1e-12 + rtol_for(dtype), exact ? 0 : 1e-5);
             }
@@ -207,11 +206,11 @@ TEST_CASE("scatter_add is bit-identical run to run and across thread counts", "[
     Tensor src = random_tensor({64, 4096}, DType::f32, 13, -1e3, 1e3);
     const int saved = omp_get_max_threads();
     omp_set_num_threads(std::max(2, saved));
-    const std::vector<float> first = k::scatter_add(self, 0, index, src).to_vector<float>();
-    const std::vector<float> again = k::scatter_add(self, 0, index, src).to_vector<float>();
+    const std::vector<float> first = kernels::scatter_add(self, 0, index, src).to_vector<float>();
+    const std::vector<float> again = kernels::scatter_add(self, 0, index, src).to_vector<float>();
     CHECK(first == again);
     omp_set_num_threads(1);
-    const std::vector<float> one = k::scatter_add(self, 0, index, src).to_vector<float>();
+    const std::vector<float> one = kernels::scatter_add(self, 0, index, src).to_vector<float>();
     omp_set_num_threads(saved);
     CHECK(first == one);
     // ... and it is the sum, not just a stable wrong answer.
@@ -220,10 +219,10 @@ TEST_CASE("scatter_add is bit-identical run to run and across thread counts", "[
     Tensor self2 = non_contiguous(random_tensor({300, 7}, DType::f64, 14));
     Tensor index2 = non_contiguous(random_index({300, 200}, 7, DType::i32, 15));
     Tensor src2 = random_tensor({300, 200}, DType::f64, 16);
-    const std::vector<double> a = values(k::scatter_add(self2, -1, index2, src2));
-    CHECK(a == values(k::scatter_add(self2, -1, index2, src2)));
-    check_close(k::scatter_add(self2, 1, index2, src2), ref_scatter_add(self2, 1, index2, src2),
-                1e-12, 1e-9);
+    const std::vector<double> a = values(kernels::scatter_add(self2, -1, index2, src2));
+    CHECK(a == values(kernels::scatter_add(self2, -1, index2, src2)));
+    check_close(kernels::scatter_add(self2, 1, index2, src2),
+                ref_scatter_add(self2, 1, index2, src2), 1e-12, 1e-9);
 }
 
 TEST_CASE("index_add adds source slices at repeated indices", "[index][scatter]") {
@@ -244,7 +243,7 @@ TEST_CASE("index_add adds source slices at repeated indices", "[index][scatter]"
                 ishape[size_t(d)] = n;
                 Tensor spread = index.contiguous().reshape(ishape).expand(sshape).contiguous();
                 INFO("self " << shape_str(shape) << " dim " << d);
-                check_close(k::index_add(self, d, index, source),
+                check_close(kernels::index_add(self, d, index, source),
                             ref_scatter_add(self, d, spread, source), 1e-12, 1e-12);
             }
         }
@@ -262,7 +261,7 @@ TEST_CASE("embedding picks rows for any index shape and layout", "[index][embedd
                 Tensor indices =
                     layout(random_index(ishape, V, itype, uint64_t(case_no) + 3), case_no / 2);
                 INFO("indices " << shape_str(ishape) << " " << dtype_name(dtype) << " D " << D);
-                Tensor out = k::embedding(weight, indices);
+                Tensor out = kernels::embedding(weight, indices);
                 Shape want = ishape;
                 want.push_back(D);
                 REQUIRE(out.shape() == want);
@@ -279,8 +278,8 @@ TEST_CASE("embedding picks rows for any index shape and layout", "[index][embedd
 TEST_CASE("large gathers split across threads match the reference", "[index]") {
     Tensor table = random_tensor({50000, 3}, DType::f32, 21);
     Tensor rows = random_index({40000}, 50000, DType::i64, 22);
-    check_close(k::index_select(table, 0, rows), k::embedding(table, rows), 0, 0);
-    Tensor picked = k::index_select(table, 0, rows);
+    check_close(kernels::index_select(table, 0, rows), kernels::embedding(table, rows), 0, 0);
+    Tensor picked = kernels::index_select(table, 0, rows);
     const std::vector<double> t = values(table), r = values(rows), p = values(picked);
     int64_t bad = 0;
     for (size_t i = 0; i < r.size(); ++i)
@@ -288,21 +287,22 @@ TEST_CASE("large gathers split across threads match the reference", "[index]") {
     CHECK(bad == 0);
     Tensor input = non_contiguous(random_tensor({300, 200}, DType::f64, 23));
     Tensor index = non_contiguous(random_index({300, 250}, 200, DType::i32, 24));
-    check_close(k::gather(input, 1, index), ref_gather(input, 1, index), 0, 0);
+    check_close(kernels::gather(input, 1, index), ref_gather(input, 1, index), 0, 0);
 }
 
 TEST_CASE("the CPU gather kernel writes every element of a poisoned output", "[index]") {
     Tensor input = random_tensor({6, 5}, DType::f32, 31);
     Tensor index = random_index({4, 5}, 6, DType::i64, 32);
     Tensor out = full({4, 5}, NAN);
-    k::View in = k::view_of(input), ix = k::view_of(index), o = k::view_of(out);
+    kernels::View in = kernels::view_of(input), ix = kernels::view_of(index),
+                  o = kernels::view_of(out);
     in.shape[0] = 4;    // input seen through out's shape,
     in.strides[0] = 0;  // the index steps along dim 0
-    CHECK_FALSE(k::cpu::gather(o, in, ix, input.stride(0), 6).has_value());
+    CHECK_FALSE(kernels::cpu::gather(o, in, ix, input.stride(0), 6).has_value());
     check_close(out, ref_gather(input, 0, index), 0, 0);
     Tensor sixes = from_vector(std::vector<int64_t>(20, 6), {4, 5});  // one past the end
     ix.data = static_cast<char*>(sixes.data_ptr());
-    CHECK(k::cpu::gather(o, in, ix, input.stride(0), 6) == std::optional<int64_t>(6));
+    CHECK(kernels::cpu::gather(o, in, ix, input.stride(0), 6) == std::optional<int64_t>(6));
 }
 
 TEST_CASE("the CPU scatter_add kernel skips and reports out-of-range indices", "[index][scatter]") {
@@ -311,8 +311,8 @@ TEST_CASE("the CPU scatter_add kernel skips and reports out-of-range indices", "
     Tensor inner = self.narrow(0, 0, 4);  // row 4 sits right past the view
     Tensor index = from_vector(std::vector<int64_t>{0, 4, 3, 1}, {2, 2});
     Tensor src = ones({2, 2}, {DType::f64});
-    CHECK(k::cpu::scatter_add(k::view_of(inner), k::view_of(index), k::view_of(src), 0) ==
-          std::optional<int64_t>(4));
+    CHECK(kernels::cpu::scatter_add(kernels::view_of(inner), kernels::view_of(index),
+                                    kernels::view_of(src), 0) == std::optional<int64_t>(4));
     check_close(self, std::vector<double>{1, 0, 0, 1, 0, 0, 1, 0, 0, 0}, 0, 0);
 }
 
@@ -320,32 +320,33 @@ TEST_CASE("out-of-range indices are errors naming the op, the value and the size
           "[index][errors]") {
     Tensor x = random_tensor({5, 3}, DType::f32, 41);
     auto idx = [](std::vector<int64_t> v) { return from_vector(v); };
-    REQUIRE_THROWS_WITH_MSG(k::index_select(x, 0, idx({1, 7, 2})),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 0, idx({1, 7, 2})),
                             "index_select: index 7 is out of range for dim 0 of size 5");
-    REQUIRE_THROWS_WITH_MSG(k::index_select(x, 1, idx({-1})),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 1, idx({-1})),
                             "index -1 is out of range for dim 1 of size 3");
-    REQUIRE_THROWS_WITH_MSG(k::index_select(x, 0, idx({0, 9}).to(DType::i32)), "index 9");
-    REQUIRE_THROWS_WITH_MSG(k::index_select(empty({0, 3}), 0, idx({0})),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 0, idx({0, 9}).to(DType::i32)), "index 9");
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(empty({0, 3}), 0, idx({0})),
                             "index 0 is out of range for dim 0 of size 0");
     // Checked even when the output is empty.
-    REQUIRE_THROWS_WITH_MSG(k::index_select(empty({5, 0}), 0, idx({5})), "index 5");
-    REQUIRE_THROWS_WITH_MSG(k::gather(x, 1, from_vector(std::vector<int64_t>{0, 3}, {1, 2})),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(empty({5, 0}), 0, idx({5})), "index 5");
+    REQUIRE_THROWS_WITH_MSG(kernels::gather(x, 1, from_vector(std::vector<int64_t>{0, 3}, {1, 2})),
                             "gather: index 3 is out of range for dim 1 of size 3");
-    REQUIRE_THROWS_WITH_MSG(k::gather(x, 0, from_vector(std::vector<int64_t>{-2}, {1, 1})),
+    REQUIRE_THROWS_WITH_MSG(kernels::gather(x, 0, from_vector(std::vector<int64_t>{-2}, {1, 1})),
                             "index -2");
-    REQUIRE_THROWS_WITH_MSG(k::embedding(random_tensor({10, 4}, DType::f32, 1),
-                                         from_vector(std::vector<int64_t>{3, 10}, {1, 2})),
+    REQUIRE_THROWS_WITH_MSG(kernels::embedding(random_tensor({10, 4}, DType::f32, 1),
+                                               from_vector(std::vector<int64_t>{3, 10}, {1, 2})),
                             "embedding: index 10 is out of range for dim 0 of size 10");
-    REQUIRE_THROWS_WITH_MSG(k::embedding(x, idx({int64_t(1) << 40})), "index 1099511627776");
+    REQUIRE_THROWS_WITH_MSG(kernels::embedding(x, idx({int64_t(1) << 40})), "index 1099511627776");
     // scatter_add checks before writing: self is unchanged.
     Tensor self = random_tensor({4, 3}, DType::f64, 42);
     const std::vector<double> before = values(self);
     Tensor bad = from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 1}, {2, 3});
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add_(self, 0, bad, random_tensor({2, 3}, DType::f64, 43)),
-                            "scatter_add: index 4 is out of range for dim 0 of size 4");
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::scatter_add_(self, 0, bad, random_tensor({2, 3}, DType::f64, 43)),
+        "scatter_add: index 4 is out of range for dim 0 of size 4");
     check_close(self, before, 0, 0);
     REQUIRE_THROWS_WITH_MSG(
-        k::index_add_(self, 1, idx({0, -3}), random_tensor({4, 2}, DType::f64, 44)),
+        kernels::index_add_(self, 1, idx({0, -3}), random_tensor({4, 2}, DType::f64, 44)),
         "index_add: index -3 is out of range for dim 1 of size 3");
     check_close(self, before, 0, 0);
     // In a threaded gather the first bad index in order is reported, every time.
@@ -353,48 +354,50 @@ TEST_CASE("out-of-range indices are errors naming the op, the value and the size
     many[40000] = 1000001;
     many[90000] = 1000002;
     for (int rep = 0; rep < 3; ++rep)
-        REQUIRE_THROWS_WITH_MSG(k::index_select(x, 0, idx(many)), "index 1000001 is out");
+        REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 0, idx(many)), "index 1000001 is out");
 }
 
 TEST_CASE("bad index dtypes, shapes and layouts are errors naming them", "[index][errors]") {
     Tensor x = random_tensor({5, 3}, DType::f32, 51);
     Tensor fidx = from_vector(std::vector<float>{0, 1});
-    REQUIRE_THROWS_WITH_MSG(k::index_select(x, 0, fidx),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 0, fidx),
                             "index_select: index must be i64 or i32, got f32 [2]");
-    REQUIRE_THROWS_WITH_MSG(k::gather(x, 0, random_index({2, 3}, 5, DType::i64, 1).to(DType::u8)),
-                            "gather: index must be i64 or i32, got u8");
-    REQUIRE_THROWS_WITH_MSG(k::embedding(x, fidx.to(DType::f16)),
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::gather(x, 0, random_index({2, 3}, 5, DType::i64, 1).to(DType::u8)),
+        "gather: index must be i64 or i32, got u8");
+    REQUIRE_THROWS_WITH_MSG(kernels::embedding(x, fidx.to(DType::f16)),
                             "embedding: index must be i64 or i32, got f16");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add(x, 0, random_tensor({2, 3}, DType::boolean, 1), x),
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add(x, 0, random_tensor({2, 3}, DType::boolean, 1), x),
                             "scatter_add: index must be i64 or i32, got bool");
     Tensor i2 = random_index({2, 2}, 3, DType::i64, 2);
-    REQUIRE_THROWS_WITH_MSG(k::index_select(x, 0, i2),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_select(x, 0, i2),
                             "index_select: index must be 1-d, got i64 [2, 2]");
-    REQUIRE_THROWS_WITH_MSG(k::gather(x, 0, random_index({2}, 3, DType::i64, 3)),
+    REQUIRE_THROWS_WITH_MSG(kernels::gather(x, 0, random_index({2}, 3, DType::i64, 3)),
                             "gather: index must have as many dims as input");
     REQUIRE_THROWS_WITH_MSG(
-        k::gather(x, 0, random_index({2, 4}, 3, DType::i64, 3)),
+        kernels::gather(x, 0, random_index({2, 4}, 3, DType::i64, 3)),
         "gather: index i64 [2, 4] on cpu is larger than input f32 [5, 3] on cpu in dim 1");
-    REQUIRE_THROWS_WITH_MSG(k::gather(x, 2, i2), "gather: dim 2 out of range");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add(x, 0, i2, random_tensor({2, 2}, DType::f64, 4)),
+    REQUIRE_THROWS_WITH_MSG(kernels::gather(x, 2, i2), "gather: dim 2 out of range");
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add(x, 0, i2, random_tensor({2, 2}, DType::f64, 4)),
                             "scatter_add: src must have self's dtype, got src f64 [2, 2]");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add(x, 0, random_index({2, 3}, 3, DType::i64, 5),
-                                           random_tensor({2, 2}, DType::f32, 4)),
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add(x, 0, random_index({2, 3}, 3, DType::i64, 5),
+                                                 random_tensor({2, 2}, DType::f32, 4)),
                             "is larger than src f32 [2, 2] on cpu in dim 1");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add(x, 1, random_index({6, 3}, 3, DType::i64, 5),
-                                           random_tensor({6, 3}, DType::f32, 4)),
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add(x, 1, random_index({6, 3}, 3, DType::i64, 5),
+                                                 random_tensor({6, 3}, DType::f32, 4)),
                             "is larger than self f32 [5, 3] on cpu in dim 0");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add(x, 0, i2.reshape({4}), x),
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add(x, 0, i2.reshape({4}), x),
                             "self, index and src must have the same number of dims");
-    REQUIRE_THROWS_WITH_MSG(k::scatter_add_(zeros({1, 3}).expand({4, 3}), 0, i2, x),
+    REQUIRE_THROWS_WITH_MSG(kernels::scatter_add_(zeros({1, 3}).expand({4, 3}), 0, i2, x),
                             "scatter_add: self f32 [4, 3] on cpu has stride 0 in dim 0");
-    REQUIRE_THROWS_WITH_MSG(k::index_add(x, 0, from_vector(std::vector<int64_t>{0, 1}),
-                                         random_tensor({3, 3}, DType::f32, 6)),
+    REQUIRE_THROWS_WITH_MSG(kernels::index_add(x, 0, from_vector(std::vector<int64_t>{0, 1}),
+                                               random_tensor({3, 3}, DType::f32, 6)),
                             "index_add: source must have self's shape except in dim 0, where it "
                             "needs the index's length 2");
+    REQUIRE_THROWS_WITH_MSG(kernels::embedding(random_tensor({10}, DType::f32, 7),
+                                               from_vector(std::vector<int64_t>{1})),
+                            "embedding: weight must be 2-d [V, D], got f32 [10]");
     REQUIRE_THROWS_WITH_MSG(
-        k::embedding(random_tensor({10}, DType::f32, 7), from_vector(std::vector<int64_t>{1})),
-        "embedding: weight must be 2-d [V, D], got f32 [10]");
-    REQUIRE_THROWS_WITH_MSG(k::index_select(full({}, 1.0), 0, from_vector(std::vector<int64_t>{0})),
-                            "index_select: input must have at least one dim");
+        kernels::index_select(full({}, 1.0), 0, from_vector(std::vector<int64_t>{0})),
+        "index_select: input must have at least one dim");
 }

@@ -12,7 +12,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -85,15 +84,15 @@ TEST_CASE("cross_entropy forward and backward match log_softmax + NLL in f64", "
                                             << " ignore " << ignore << (strided ? " strided" : ""));
                         const Tensor xl = strided ? non_contiguous(x) : x;
                         const Tensor tl = strided ? strided_1d(t) : t;
-                        const k::CrossEntropyForward f =
-                            k::cross_entropy_forward(xl, tl, eps, ignore);
+                        const kernels::CrossEntropyForward f =
+                            kernels::cross_entropy_forward(xl, tl, eps, ignore);
                         REQUIRE(f.loss.dtype() == acc);
                         REQUIRE(f.lse.shape() == Shape{N});
                         REQUIRE(f.lse.dtype() == DType::f64);
                         check_close(f.loss, want.loss, tol, tol);
                         check_close(f.lse, want.lse, tol, tol);
-                        const Tensor gx = k::cross_entropy_backward(strided ? strided_1d(g) : g, xl,
-                                                                    f.lse, tl, eps, ignore);
+                        const Tensor gx = kernels::cross_entropy_backward(
+                            strided ? strided_1d(g) : g, xl, f.lse, tl, eps, ignore);
                         REQUIRE(gx.shape() == shape);
                         REQUIRE(gx.dtype() == dt);
                         check_close(gx, want.grad, rtol_for(dt) * 2, rtol_for(dt));
@@ -111,8 +110,8 @@ TEST_CASE("cross_entropy_backward agrees with central differences of the forward
         const Tensor t = from_vector(std::vector<int64_t>{3, kIgnore, 0, 2, 1});
         const Tensor r = random_tensor({5}, DType::f64, 30, -1, 1);
         const std::vector<double> rv = values(r);
-        const auto f = k::cross_entropy_forward(x, t, eps, kIgnore);
-        const Tensor gx = k::cross_entropy_backward(r, x, f.lse, t, eps, kIgnore);
+        const auto f = kernels::cross_entropy_forward(x, t, eps, kIgnore);
+        const Tensor gx = kernels::cross_entropy_backward(r, x, f.lse, t, eps, kIgnore);
         std::vector<double> numeric;
         Tensor xp = x.clone();
         const double h = 1e-6;
@@ -123,7 +122,7 @@ TEST_CASE("cross_entropy_backward agrees with central differences of the forward
             for (int s = 0; s < 2; ++s) {
                 xp.set(at, s == 0 ? v + h : v - h);
                 const std::vector<double> l =
-                    values(k::cross_entropy_forward(xp, t, eps, kIgnore).loss);
+                    values(kernels::cross_entropy_forward(xp, t, eps, kIgnore).loss);
                 side[s] = 0;
                 for (size_t j = 0; j < l.size(); ++j) side[s] += l[j] * rv[j];
             }
@@ -143,12 +142,12 @@ TEST_CASE("cross_entropy stays finite and accurate for logits of magnitude 1e4",
         const Tensor t = make_targets(16, 50, 41, kIgnore);
         const std::vector<double> g(16, 1.0);
         const RefCE want = ref_cross_entropy(x, t, 0.1, kIgnore, g);
-        const auto f = k::cross_entropy_forward(x, t, 0.1, kIgnore);
+        const auto f = kernels::cross_entropy_forward(x, t, 0.1, kIgnore);
         for (double v : values(f.loss)) REQUIRE(std::isfinite(v));
         // Losses reach 2e4: an f32 result is good to its rounding of that.
         check_close(f.loss, want.loss, 1e-6, 1e-6);
         const Tensor gx =
-            k::cross_entropy_backward(from_vector(g, {16}), x, f.lse, t, 0.1, kIgnore);
+            kernels::cross_entropy_backward(from_vector(g, {16}), x, f.lse, t, 0.1, kIgnore);
         for (double v : values(gx)) REQUIRE(std::isfinite(v));
         check_close(gx, want.grad, dt == DType::f64 ? 1e-9 : rtol_for(dt), 1e-7);
     }
@@ -168,14 +167,14 @@ TEST_CASE("cross_entropy_backward keeps f32 precision for logits shifted by 1e4"
             const Tensor g = random_tensor({N}, DType::f32, seed++, 0.5, 2);
             // The reference works from the f32 logits as stored, in f64.
             const RefCE want = ref_cross_entropy(x, t, eps, kIgnore, values(g));
-            const auto f = k::cross_entropy_forward(x, t, eps, kIgnore);
+            const auto f = kernels::cross_entropy_forward(x, t, eps, kIgnore);
             REQUIRE(f.lse.dtype() == DType::f64);
             // The sum of exps runs on f32 terms: lse is good to ~1e-7 absolute.
             check_close(f.lse, want.lse, 0, 1e-6);
             // Probabilities to a few f32 ulps; |grad| <= 2, so 3e-7 absolute
             // covers the rounding of p − q where they nearly cancel.
-            check_close(k::cross_entropy_backward(g, x, f.lse, t, eps, kIgnore), want.grad, 1e-6,
-                        3e-7);
+            check_close(kernels::cross_entropy_backward(g, x, f.lse, t, eps, kIgnore), want.grad,
+                        1e-6, 3e-7);
         }
     }
 }
@@ -186,13 +185,13 @@ TEST_CASE("cross_entropy gives the same bits for 1 and 2 threads", "[loss]") {
     const Tensor g = random_tensor({64}, DType::f32, 52);
     const int saved = omp_get_max_threads();
     omp_set_num_threads(std::max(2, saved));
-    const auto many = k::cross_entropy_forward(x, t, 0.1, kIgnore);
+    const auto many = kernels::cross_entropy_forward(x, t, 0.1, kIgnore);
     const std::vector<float> many_g =
-        k::cross_entropy_backward(g, x, many.lse, t, 0.1, kIgnore).to_vector<float>();
+        kernels::cross_entropy_backward(g, x, many.lse, t, 0.1, kIgnore).to_vector<float>();
     omp_set_num_threads(1);
-    const auto one = k::cross_entropy_forward(x, t, 0.1, kIgnore);
+    const auto one = kernels::cross_entropy_forward(x, t, 0.1, kIgnore);
     const std::vector<float> one_g =
-        k::cross_entropy_backward(g, x, one.lse, t, 0.1, kIgnore).to_vector<float>();
+        kernels::cross_entropy_backward(g, x, one.lse, t, 0.1, kIgnore).to_vector<float>();
     omp_set_num_threads(saved);
     CHECK(many.loss.to_vector<float>() == one.loss.to_vector<float>());
     CHECK(many.lse.to_vector<double>() == one.lse.to_vector<double>());
@@ -202,53 +201,54 @@ TEST_CASE("cross_entropy gives the same bits for 1 and 2 threads", "[loss]") {
 TEST_CASE("cross_entropy errors name the op, the tensors and the bad target", "[loss][errors]") {
     const Tensor x = random_tensor({3, 4}, DType::f32, 60);
     const Tensor t = from_vector(std::vector<int64_t>{0, 3, kIgnore});
-    const auto f = k::cross_entropy_forward(x, t, 0, kIgnore);
+    const auto f = kernels::cross_entropy_forward(x, t, 0, kIgnore);
     const Tensor g = ones({3});
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(Tensor(), t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(Tensor(), t, 0, kIgnore),
                             "cross_entropy_forward: undefined tensor (logits undefined");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(ones({12}), t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(ones({12}), t, 0, kIgnore),
                             "cross_entropy_forward: expected logits [N, C], got f32 [12] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(ones({3, 0}), t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(ones({3, 0}), t, 0, kIgnore),
                             "cross_entropy_forward: logits f32 [3, 0] on cpu have no classes");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x.to(DType::i32), t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x.to(DType::i32), t, 0, kIgnore),
                             "cross_entropy_forward: expected a floating-point tensor, got i32");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t.to(DType::i32), 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t.to(DType::i32), 0, kIgnore),
                             "cross_entropy_forward: expected target i64 [3] (class indices) for "
                             "logits f32 [3, 4] on cpu, got i32 [3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t.slice(0, 0, 2), 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t.slice(0, 0, 2), 0, kIgnore),
                             "got i64 [2] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t.view({3, 1}), 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t.view({3, 1}), 0, kIgnore),
                             "got i64 [3, 1] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t, 1.5, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t, 1.5, kIgnore),
                             "cross_entropy_forward: label_smoothing must be in [0, 1], got 1.5");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t, -0.1, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t, -0.1, kIgnore),
                             "label_smoothing must be in [0, 1], got -0.1");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t, NAN, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t, NAN, kIgnore),
                             "label_smoothing must be in [0, 1]");
     // The first bad row is named, with its value; an in-range ignore_index is
     // a class like any other when it is not the target.
     const Tensor bad = from_vector(std::vector<int64_t>{1, 4, -1});
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, bad, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, bad, 0, kIgnore),
                             "cross_entropy_forward: target 4 at row 1 is out of range for 4 "
                             "classes (ignore_index -100)");
     REQUIRE_THROWS_WITH_MSG(
-        k::cross_entropy_forward(x, from_vector(std::vector<int64_t>{1, 2, -1}), 0, kIgnore),
+        kernels::cross_entropy_forward(x, from_vector(std::vector<int64_t>{1, 2, -1}), 0, kIgnore),
         "target -1 at row 2 is out of range for 4 classes");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_forward(x, t, 0, -1),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_forward(x, t, 0, -1),
                             "target -100 at row 2 is out of range for 4 classes (ignore_index -1)");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_backward(g, x, f.lse, bad, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_backward(g, x, f.lse, bad, 0, kIgnore),
                             "cross_entropy_backward: target 4 at row 1 is out of range");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_backward(ones({4}), x, f.lse, t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_backward(ones({4}), x, f.lse, t, 0, kIgnore),
                             "cross_entropy_backward: expected grad_loss [3] for logits f32 [3, 4] "
                             "on cpu, got f32 [4] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_backward(g.to(DType::i64), x, f.lse, t, 0, kIgnore),
-                            "cross_entropy_backward: expected a floating-point tensor, got i64");
     REQUIRE_THROWS_WITH_MSG(
-        k::cross_entropy_backward(g, x, f.lse.to(DType::f32), t, 0, kIgnore),
+        kernels::cross_entropy_backward(g.to(DType::i64), x, f.lse, t, 0, kIgnore),
+        "cross_entropy_backward: expected a floating-point tensor, got i64");
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::cross_entropy_backward(g, x, f.lse.to(DType::f32), t, 0, kIgnore),
         "cross_entropy_backward: expected lse f64 [3] (cross_entropy_forward's) "
         "for logits f32 [3, 4] on cpu, got f32 [3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_backward(Tensor(), x, f.lse, t, 0, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_backward(Tensor(), x, f.lse, t, 0, kIgnore),
                             "cross_entropy_backward: undefined tensor (grad_loss undefined");
-    REQUIRE_THROWS_WITH_MSG(k::cross_entropy_backward(g, x, f.lse, t, 2, kIgnore),
+    REQUIRE_THROWS_WITH_MSG(kernels::cross_entropy_backward(g, x, f.lse, t, 2, kIgnore),
                             "cross_entropy_backward: label_smoothing must be in [0, 1], got 2");
 }

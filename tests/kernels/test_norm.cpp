@@ -14,7 +14,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -127,21 +126,22 @@ TEST_CASE("batch_norm training forward and backward match f64 loops", "[norm][ba
                 const Tensor b = affine ? random_tensor({C}, DType::f32, seed++, -1, 1) : Tensor();
                 INFO(dtype_name(dt) << " " << shape_str(shape) << (affine ? " affine" : ""));
                 if (x.numel() == 0) {
-                    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5),
+                    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5),
                                             "expected more than 1 value per channel");
                     continue;
                 }
                 const RefNorm want = ref_batch_norm(x, w, b, g, 1e-5);
                 const double rtol = rtol_for(dt);
-                const auto f = k::batch_norm_forward(non_contiguous(x), w, b, {}, {}, 0.1, 1e-5);
+                const auto f =
+                    kernels::batch_norm_forward(non_contiguous(x), w, b, {}, {}, 0.1, 1e-5);
                 REQUIRE(f.output.dtype() == dt);
                 REQUIRE(f.output.shape() == shape);
                 REQUIRE(f.save_mean.dtype() == (dt == DType::f64 ? DType::f64 : DType::f32));
                 check_close(f.output, want.y, rtol, rtol);
                 check_close(f.save_mean, want.st.mean, 1e-6, 1e-6);
                 check_close(f.save_invstd, want.invstd, 1e-6, 0);
-                const auto gr = k::batch_norm_backward(non_contiguous(g), x, w, f.save_mean,
-                                                       f.save_invstd, {true, true, true});
+                const auto gr = kernels::batch_norm_backward(non_contiguous(g), x, w, f.save_mean,
+                                                             f.save_invstd, {true, true, true});
                 REQUIRE(gr.input.dtype() == dt);
                 REQUIRE(gr.weight.dtype() == (affine ? DType::f64 : f.save_mean.dtype()));
                 check_scaled(gr.input, want.gx, grad_rtol(dt));
@@ -164,7 +164,7 @@ TEST_CASE("batch_norm updates running statistics with the unbiased variance",
         Tensor rm = rm_buf.slice(0, 0, 6, 2), rv = rv_buf.slice(0, 0, 6, 2);
         rm.copy_(rm0);
         rv.copy_(rv0);
-        k::batch_norm_forward(x, {}, {}, rm, rv, 0.25, 1e-5);
+        kernels::batch_norm_forward(x, {}, {}, rm, rv, 0.25, 1e-5);
         const Stats s = group_stats(values(x), 3, [](size_t i) { return int64_t(i) / 5 % 3; });
         std::vector<double> want_m, want_v;
         for (size_t c = 0; c < 3; ++c) {
@@ -196,7 +196,7 @@ TEST_CASE("batch_norm_inference uses the running statistics", "[norm][batch_norm
                 const size_t c = size_t(int64_t(i) / S % C);
                 want.push_back((xv[i] - m[c]) / std::sqrt(v[c] + 1e-3) * wv[c] + bv[c]);
             }
-            check_close(k::batch_norm_inference(non_contiguous(x), w, b, rm, rv, 1e-3), want,
+            check_close(kernels::batch_norm_inference(non_contiguous(x), w, b, rm, rv, 1e-3), want,
                         rtol_for(dt), rtol_for(dt));
         }
     }
@@ -223,7 +223,8 @@ TEST_CASE("layer_norm forward and backward match f64 loops", "[norm][layer_norm]
                     affine ? random_tensor(c.normalized, DType::f64, seed++) : Tensor();
                 const RefNorm want = ref_layer_norm(x, c.normalized.size(), w, b, g, 1e-5);
                 const double rtol = rtol_for(dt);
-                const auto f = k::layer_norm_forward(non_contiguous(x), c.normalized, w, b, 1e-5);
+                const auto f =
+                    kernels::layer_norm_forward(non_contiguous(x), c.normalized, w, b, 1e-5);
                 Shape stats = c.x;
                 for (size_t i = c.x.size() - c.normalized.size(); i < c.x.size(); ++i) stats[i] = 1;
                 REQUIRE(f.mean.shape() == stats);
@@ -231,8 +232,8 @@ TEST_CASE("layer_norm forward and backward match f64 loops", "[norm][layer_norm]
                 check_close(f.output, want.y, rtol, rtol);
                 check_close(f.mean, want.st.mean, 1e-6, 1e-6);
                 check_close(f.rstd, want.invstd, 1e-6, 0);
-                const auto gr = k::layer_norm_backward(non_contiguous(g), x, c.normalized, w,
-                                                       f.mean, f.rstd, {true, true, true});
+                const auto gr = kernels::layer_norm_backward(non_contiguous(g), x, c.normalized, w,
+                                                             f.mean, f.rstd, {true, true, true});
                 REQUIRE(gr.weight.shape() == c.normalized);
                 check_scaled(gr.input, want.gx, grad_rtol(dt));
                 check_scaled(gr.weight, want.gw, std::max(rtol_for(gr.weight.dtype()), 1e-5));
@@ -241,7 +242,7 @@ TEST_CASE("layer_norm forward and backward match f64 loops", "[norm][layer_norm]
         }
     }
     // An empty normalized row: NaN statistics, an empty output.
-    const auto e = k::layer_norm_forward(ones({3, 0}), {0}, {}, {}, 1e-5);
+    const auto e = kernels::layer_norm_forward(ones({3, 0}), {0}, {}, {}, 1e-5);
     REQUIRE(e.mean.shape() == Shape{3, 1});
     CHECK(std::isnan(e.mean.at({2, 0})));
     CHECK(std::isnan(e.rstd.at({0, 0})));
@@ -280,11 +281,11 @@ TEST_CASE("norm backwards agree with central differences of the forwards", "[nor
         const int64_t C = shape[1];
         const Tensor x = random_tensor(shape, f64, 200, -2, 2), r = random_tensor(shape, f64, 201);
         const Tensor w = random_tensor({C}, f64, 202, 0.5, 2), b = random_tensor({C}, f64, 203);
-        const auto f = k::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-3);
+        const auto f = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-3);
         const auto gr =
-            k::batch_norm_backward(r, x, w, f.save_mean, f.save_invstd, {true, true, true});
+            kernels::batch_norm_backward(r, x, w, f.save_mean, f.save_invstd, {true, true, true});
         auto out = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
-            return k::batch_norm_forward(xx, ww, bb, {}, {}, 0.1, 1e-3).output;
+            return kernels::batch_norm_forward(xx, ww, bb, {}, {}, 0.1, 1e-3).output;
         };
         check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
                     1e-6, 1e-8);
@@ -298,10 +299,11 @@ TEST_CASE("norm backwards agree with central differences of the forwards", "[nor
         INFO("layer_norm " << shape_str(shape) << " over " << shape_str(ns));
         const Tensor x = random_tensor(shape, f64, 210, -2, 2), r = random_tensor(shape, f64, 211);
         const Tensor w = random_tensor(ns, f64, 212, 0.5, 2), b = random_tensor(ns, f64, 213);
-        const auto f = k::layer_norm_forward(x, ns, w, b, 1e-3);
-        const auto gr = k::layer_norm_backward(r, x, ns, w, f.mean, f.rstd, {true, true, true});
+        const auto f = kernels::layer_norm_forward(x, ns, w, b, 1e-3);
+        const auto gr =
+            kernels::layer_norm_backward(r, x, ns, w, f.mean, f.rstd, {true, true, true});
         auto out = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
-            return k::layer_norm_forward(xx, ns, ww, bb, 1e-3).output;
+            return kernels::layer_norm_forward(xx, ns, ww, bb, 1e-3).output;
         };
         check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
                     1e-6, 1e-8);
@@ -362,20 +364,20 @@ TEST_CASE("batch_norm_relu equals batch_norm then relu bit for bit", "[norm][bat
                 FusedCase c = fused_case(shape, dt, affine, seed, -1, 1);
                 const Tensor &x = c.x, &g = c.other, &w = c.w, &b = c.b;
                 Tensor &rm = c.rm, &rv = c.rv, &rm2 = c.rm2, &rv2 = c.rv2;
-                const auto ref = k::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
-                const Tensor want_y = k::relu(ref.output);
+                const auto ref = kernels::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
+                const Tensor want_y = kernels::relu(ref.output);
                 const auto f =
-                    k::batch_norm_relu_forward(non_contiguous(x), w, b, rm2, rv2, 0.1, 1e-5);
+                    kernels::batch_norm_relu_forward(non_contiguous(x), w, b, rm2, rv2, 0.1, 1e-5);
                 CHECK(same_bits(f.output, want_y));
                 CHECK(same_bits(f.save_mean, ref.save_mean));
                 CHECK(same_bits(f.save_invstd, ref.save_invstd));
                 CHECK(same_bits(rm2, rm));
                 CHECK(same_bits(rv2, rv));
                 const std::array<bool, 3> all = {true, true, true};
-                const auto want = k::batch_norm_backward(k::relu_backward(g, want_y), x, w,
-                                                         ref.save_mean, ref.save_invstd, all);
-                const auto got = k::batch_norm_relu_backward(non_contiguous(g), f.output, x, w,
-                                                             f.save_mean, f.save_invstd, all);
+                const auto want = kernels::batch_norm_backward(
+                    kernels::relu_backward(g, want_y), x, w, ref.save_mean, ref.save_invstd, all);
+                const auto got = kernels::batch_norm_relu_backward(
+                    non_contiguous(g), f.output, x, w, f.save_mean, f.save_invstd, all);
                 CHECK(same_bits(got.input, want.input));
                 CHECK(same_bits(got.weight, want.weight));
                 CHECK(same_bits(got.bias, want.bias));
@@ -407,10 +409,10 @@ TEST_CASE("batch_norm_add_relu equals batch_norm, add, relu bit for bit", "[norm
                 FusedCase c = fused_case(shape, dt, affine, seed, -2, 2);
                 const Tensor &x = c.x, &r = c.other, &w = c.w, &b = c.b;
                 Tensor &rm = c.rm, &rv = c.rv, &rm2 = c.rm2, &rv2 = c.rv2;
-                const auto ref = k::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
-                const Tensor want = k::relu(k::add(ref.output, r));
-                const auto f = k::batch_norm_add_relu_forward(non_contiguous(x), non_contiguous(r),
-                                                              w, b, rm2, rv2, 0.1, 1e-5);
+                const auto ref = kernels::batch_norm_forward(x, w, b, rm, rv, 0.1, 1e-5);
+                const Tensor want = kernels::relu(kernels::add(ref.output, r));
+                const auto f = kernels::batch_norm_add_relu_forward(
+                    non_contiguous(x), non_contiguous(r), w, b, rm2, rv2, 0.1, 1e-5);
                 CHECK(same_bits(f.output, want));
                 CHECK(same_bits(f.save_mean, ref.save_mean));
                 CHECK(same_bits(f.save_invstd, ref.save_invstd));
@@ -427,14 +429,15 @@ TEST_CASE("batch_norm_add_relu equals batch_norm, add, relu bit for bit", "[norm
 TEST_CASE("batch_norm_add_relu errors name the op and the residual", "[norm][errors]") {
     const Tensor x = ones({4, 3, 2});
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_add_relu_forward(x, ones({4, 3}), {}, {}, {}, {}, 0.1, 1e-5),
+        kernels::batch_norm_add_relu_forward(x, ones({4, 3}), {}, {}, {}, {}, 0.1, 1e-5),
         "batch_norm_add_relu_forward: residual f32 [4, 3] on cpu must have "
         "the shape and dtype of input f32 [4, 3, 2] on cpu");
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_add_relu_forward(x, ones({4, 3, 2}, {DType::f64}),
+                                                                 {}, {}, {}, {}, 0.1, 1e-5),
+                            "batch_norm_add_relu_forward: residual f64 [4, 3, 2]");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_add_relu_forward(x, ones({4, 3, 2}, {DType::f64}), {}, {}, {}, {}, 0.1, 1e-5),
-        "batch_norm_add_relu_forward: residual f64 [4, 3, 2]");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_add_relu_forward(x, Tensor(), {}, {}, {}, {}, 0.1, 1e-5),
-                            "batch_norm_add_relu_forward: residual undefined must have the shape");
+        kernels::batch_norm_add_relu_forward(x, Tensor(), {}, {}, {}, {}, 0.1, 1e-5),
+        "batch_norm_add_relu_forward: residual undefined must have the shape");
 }
 
 TEST_CASE("batch_norm_relu keeps relu's signed zeros and NaNs", "[norm][batch_norm]") {
@@ -442,8 +445,9 @@ TEST_CASE("batch_norm_relu keeps relu's signed zeros and NaNs", "[norm][batch_no
     // (−0 < 0 is false), and the fused op must write the same −0.
     const Tensor x = random_tensor({6, 2, 5}, DType::f16, 420, -3, 3);
     const Tensor w = full({2}, 1e-9);
-    const Tensor want = k::relu(k::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5).output);
-    const Tensor got = k::batch_norm_relu_forward(x, w, {}, {}, {}, 0.1, 1e-5).output;
+    const Tensor want =
+        kernels::relu(kernels::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5).output);
+    const Tensor got = kernels::batch_norm_relu_forward(x, w, {}, {}, {}, 0.1, 1e-5).output;
     CHECK(same_bits(got, want));
     int64_t negative_zeros = 0;
     for (double v : values(got)) negative_zeros += v == 0 && std::signbit(v);
@@ -451,9 +455,10 @@ TEST_CASE("batch_norm_relu keeps relu's signed zeros and NaNs", "[norm][batch_no
     // A NaN input makes its channel NaN in both (relu(NaN) = NaN).
     Tensor xn = random_tensor({4, 2, 3}, DType::f32, 421);
     xn.set({1, 0, 2}, NAN);
-    const auto fn = k::batch_norm_relu_forward(xn, {}, {}, {}, {}, 0.1, 1e-5);
-    CHECK(
-        same_bits(fn.output, k::relu(k::batch_norm_forward(xn, {}, {}, {}, {}, 0.1, 1e-5).output)));
+    const auto fn = kernels::batch_norm_relu_forward(xn, {}, {}, {}, {}, 0.1, 1e-5);
+    CHECK(same_bits(
+        fn.output,
+        kernels::relu(kernels::batch_norm_forward(xn, {}, {}, {}, {}, 0.1, 1e-5).output)));
     CHECK(std::isnan(fn.output.at({0, 0, 0})));
 }
 
@@ -465,14 +470,14 @@ TEST_CASE("batch_norm_relu backward agrees with central differences", "[norm][ba
         const Tensor x = random_tensor(shape, f64, 430, -2, 2), r = random_tensor(shape, f64, 431);
         const Tensor w = random_tensor({C}, f64, 432, 0.5, 2), b = random_tensor({C}, f64, 433);
         auto out = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
-            return k::batch_norm_relu_forward(xx, ww, bb, {}, {}, 0.1, 1e-3).output;
+            return kernels::batch_norm_relu_forward(xx, ww, bb, {}, {}, 0.1, 1e-3).output;
         };
-        const auto f = k::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-3);
+        const auto f = kernels::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-3);
         int64_t zeros = 0;  // the ReLU must cut somewhere, or this tests batch norm alone
         for (double v : values(f.output)) zeros += v == 0;
         CHECK(zeros > 0);
-        const auto gr = k::batch_norm_relu_backward(r, f.output, x, w, f.save_mean, f.save_invstd,
-                                                    {true, true, true});
+        const auto gr = kernels::batch_norm_relu_backward(r, f.output, x, w, f.save_mean,
+                                                          f.save_invstd, {true, true, true});
         check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
                     1e-6, 1e-8);
         check_close(gr.weight, numeric_grad(w, r, [&](const Tensor& t) { return out(x, t, b); }),
@@ -484,44 +489,46 @@ TEST_CASE("batch_norm_relu backward agrees with central differences", "[norm][ba
 
 TEST_CASE("batch_norm_relu errors name the op and the tensors", "[norm][errors]") {
     const Tensor x = random_tensor({4, 3, 2}, DType::f32, 440);
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_relu_forward(ones({1, 3}), {}, {}, {}, {}, 0.1, 1e-5),
-                            "batch_norm_relu_forward: expected more than 1 value per channel");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_relu_forward(x, ones({4}), {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::batch_norm_relu_forward(ones({1, 3}), {}, {}, {}, {}, 0.1, 1e-5),
+        "batch_norm_relu_forward: expected more than 1 value per channel");
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_relu_forward(x, ones({4}), {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_relu_forward: expected weight of shape [3]");
-    const auto f = k::batch_norm_relu_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
+    const auto f = kernels::batch_norm_relu_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
     const std::array<bool, 3> all = {true, true, true};
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_relu_backward(x, Tensor(), x, {}, f.save_mean, f.save_invstd, all),
+        kernels::batch_norm_relu_backward(x, Tensor(), x, {}, f.save_mean, f.save_invstd, all),
         "batch_norm_relu_backward: output undefined (the forward's) must have the shape and "
         "dtype of input f32 [4, 3, 2] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_relu_backward(x, f.output.to(DType::f64), x, {}, f.save_mean, f.save_invstd,
-                                    all),
+        kernels::batch_norm_relu_backward(x, f.output.to(DType::f64), x, {}, f.save_mean,
+                                          f.save_invstd, all),
         "batch_norm_relu_backward: output f64 [4, 3, 2] on cpu (the forward's)");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_relu_backward(ones({4, 3}), f.output, x, {}, f.save_mean, f.save_invstd, all),
+        kernels::batch_norm_relu_backward(ones({4, 3}), f.output, x, {}, f.save_mean, f.save_invstd,
+                                          all),
         "batch_norm_relu_backward: grad_y f32 [4, 3] on cpu must have the shape");
 }
 
 TEST_CASE("norm backwards compute only the gradients asked for", "[norm]") {
     const Tensor x = random_tensor({4, 3, 2}, DType::f32, 220),
                  g = random_tensor({4, 3, 2}, DType::f32, 221);
-    const auto f = k::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
+    const auto f = kernels::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
     const auto only_input =
-        k::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {true, false, false});
+        kernels::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {true, false, false});
     CHECK(only_input.input.defined());
     CHECK(!only_input.weight.defined());
     CHECK(!only_input.bias.defined());
     const auto params =
-        k::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {false, true, true});
+        kernels::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {false, true, true});
     CHECK(!params.input.defined());
     check_close(
         params.bias,
-        k::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {true, true, true}).bias, 0,
-        0);
-    const auto lf = k::layer_norm_forward(x, {3, 2}, {}, {}, 1e-5);
+        kernels::batch_norm_backward(g, x, {}, f.save_mean, f.save_invstd, {true, true, true}).bias,
+        0, 0);
+    const auto lf = kernels::layer_norm_forward(x, {3, 2}, {}, {}, 1e-5);
     const auto lg =
-        k::layer_norm_backward(g, x, {3, 2}, {}, lf.mean, lf.rstd, {false, false, true});
+        kernels::layer_norm_backward(g, x, {3, 2}, {}, lf.mean, lf.rstd, {false, false, true});
     CHECK(!lg.input.defined());
     CHECK(!lg.weight.defined());
     REQUIRE(lg.bias.shape() == Shape{3, 2});
@@ -531,7 +538,7 @@ TEST_CASE("batch_norm statistics stay accurate in f32 over large channels", "[no
     // 2^18 values per channel around 1000: an f32 running sum would be off in
     // the fourth digit; the f64 sums are exact to f32 rounding.
     Tensor x = random_tensor({16, 2, 128, 128}, DType::f32, 230, 999, 1001);
-    const auto f = k::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
+    const auto f = kernels::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
     const Stats s = group_stats(values(x), 2, [](size_t i) { return int64_t(i) / 16384 % 2; });
     check_close(f.save_mean, s.mean, 1e-7, 0);
     check_close(f.save_invstd, {1 / std::sqrt(s.var[0] + 1e-5), 1 / std::sqrt(s.var[1] + 1e-5)},
@@ -547,9 +554,9 @@ TEST_CASE("norm kernels give the same bits for 1 and 2 threads", "[norm]") {
         const Tensor x = random_tensor(shape, DType::f32, 240, -3, 3),
                      g = random_tensor(shape, DType::f32, 241);
         const Tensor w = random_tensor({shape[1]}, DType::f32, 242);
-        const auto f = k::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5);
+        const auto f = kernels::batch_norm_forward(x, w, {}, {}, {}, 0.1, 1e-5);
         const auto gr =
-            k::batch_norm_backward(g, x, w, f.save_mean, f.save_invstd, {true, true, true});
+            kernels::batch_norm_backward(g, x, w, f.save_mean, f.save_invstd, {true, true, true});
         return Run{f.output.to_vector<float>(), gr.input.to_vector<float>(),
                    gr.weight.to_vector<float>(), gr.bias.to_vector<float>()};
     };
@@ -557,9 +564,9 @@ TEST_CASE("norm kernels give the same bits for 1 and 2 threads", "[norm]") {
         const Tensor x = random_tensor(shape, DType::f32, 243, -3, 3),
                      g = random_tensor(shape, DType::f32, 244);
         const Tensor w = random_tensor({shape.back()}, DType::f32, 245);
-        const auto f = k::layer_norm_forward(x, {shape.back()}, w, {}, 1e-5);
-        const auto gr =
-            k::layer_norm_backward(g, x, {shape.back()}, w, f.mean, f.rstd, {true, true, true});
+        const auto f = kernels::layer_norm_forward(x, {shape.back()}, w, {}, 1e-5);
+        const auto gr = kernels::layer_norm_backward(g, x, {shape.back()}, w, f.mean, f.rstd,
+                                                     {true, true, true});
         return Run{f.output.to_vector<float>(), gr.input.to_vector<float>(),
                    gr.weight.to_vector<float>(), gr.bias.to_vector<float>()};
     };
@@ -585,95 +592,97 @@ TEST_CASE("norm kernels give the same bits for 1 and 2 threads", "[norm]") {
 TEST_CASE("batch_norm errors name the op, the tensors and the problem", "[norm][errors]") {
     const Tensor x = random_tensor({4, 3, 2}, DType::f32, 300);
     const Tensor c3 = ones({3}), c4 = ones({4});
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(Tensor(), {}, {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(Tensor(), {}, {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward: undefined input");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(ones({5}), {}, {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(ones({5}), {}, {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward: expected input [N, C, *], got f32 [5] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x.to(DType::i32), {}, {}, {}, {}, 0.1, 1e-5),
-                            "batch_norm_forward: expected a floating-point tensor, got i32");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, c4, {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::batch_norm_forward(x.to(DType::i32), {}, {}, {}, {}, 0.1, 1e-5),
+        "batch_norm_forward: expected a floating-point tensor, got i32");
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, c4, {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward: expected weight of shape [3] (floating) for input "
                             "f32 [4, 3, 2] on cpu, got f32 [4] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_forward(x, {}, c3.to(DType::i64), {}, {}, 0.1, 1e-5),
+        kernels::batch_norm_forward(x, {}, c3.to(DType::i64), {}, {}, 0.1, 1e-5),
         "expected bias of shape [3] (floating) for input f32 [4, 3, 2] on cpu, got i64 [3]");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_forward(x, {}, {}, c3, {}, 0.1, 1e-5),
+        kernels::batch_norm_forward(x, {}, {}, c3, {}, 0.1, 1e-5),
         "batch_norm_forward: running_mean and running_var must be given together, "
         "got f32 [3] on cpu and undefined");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, {}, {}, c3, ones({3, 1}), 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, {}, {}, c3, ones({3, 1}), 0.1, 1e-5),
                             "expected running_var of shape [3] (floating)");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 0),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 0),
                             "batch_norm_forward: eps must be > 0, got 0");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, {}, {}, {}, {}, 0.1, -1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, {}, {}, {}, {}, 0.1, -1e-5),
                             "eps must be > 0");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(x, {}, {}, {}, {}, 1.5, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(x, {}, {}, {}, {}, 1.5, 1e-5),
                             "batch_norm_forward: momentum must be in [0, 1], got 1.5");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_forward(ones({1, 3}), {}, {}, {}, {}, 0.1, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_forward(ones({1, 3}), {}, {}, {}, {}, 0.1, 1e-5),
                             "batch_norm_forward: expected more than 1 value per channel when "
                             "training, got input f32 [1, 3] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_inference(x, {}, {}, {}, {}, 1e-5),
+        kernels::batch_norm_inference(x, {}, {}, {}, {}, 1e-5),
         "batch_norm_inference: eval mode needs running_mean and running_var, got "
         "undefined and undefined");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_inference(x, {}, {}, c3, c4, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_inference(x, {}, {}, c3, c4, 1e-5),
                             "batch_norm_inference: expected running_var of shape [3]");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_inference(x, {}, {}, c3, c3, 0), "eps must be > 0");
-    const auto f = k::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_inference(x, {}, {}, c3, c3, 0), "eps must be > 0");
+    const auto f = kernels::batch_norm_forward(x, {}, {}, {}, {}, 0.1, 1e-5);
     const std::array<bool, 3> all = {true, true, true};
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_backward(ones({4, 3}), x, {}, f.save_mean, f.save_invstd, all),
+        kernels::batch_norm_backward(ones({4, 3}), x, {}, f.save_mean, f.save_invstd, all),
         "batch_norm_backward: grad_y f32 [4, 3] on cpu must have the shape and "
         "dtype of input f32 [4, 3, 2] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_backward(x.to(DType::f64), x, {}, f.save_mean, f.save_invstd, all),
+        kernels::batch_norm_backward(x.to(DType::f64), x, {}, f.save_mean, f.save_invstd, all),
         "batch_norm_backward: grad_y f64 [4, 3, 2]");
     REQUIRE_THROWS_WITH_MSG(
-        k::batch_norm_backward(x, x, {}, f.save_mean.to(DType::f64), f.save_invstd, all),
+        kernels::batch_norm_backward(x, x, {}, f.save_mean.to(DType::f64), f.save_invstd, all),
         "batch_norm_backward: expected save_mean f32 [3] (the forward's) for input "
         "f32 [4, 3, 2] on cpu, got f64 [3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_backward(x, x, {}, f.save_mean, Tensor(), all),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_backward(x, x, {}, f.save_mean, Tensor(), all),
                             "expected save_invstd f32 [3] (the forward's) for input f32 [4, 3, 2] "
                             "on cpu, got undefined");
-    REQUIRE_THROWS_WITH_MSG(k::batch_norm_backward(x, x, c4, f.save_mean, f.save_invstd, all),
+    REQUIRE_THROWS_WITH_MSG(kernels::batch_norm_backward(x, x, c4, f.save_mean, f.save_invstd, all),
                             "batch_norm_backward: expected weight of shape [3]");
 }
 
 TEST_CASE("layer_norm errors name the op, the tensors and the problem", "[norm][errors]") {
     const Tensor x = random_tensor({2, 3, 4}, DType::f32, 310);
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(Tensor(), {4}, {}, {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(Tensor(), {4}, {}, {}, 1e-5),
                             "layer_norm_forward: undefined input");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x.to(DType::u8), {4}, {}, {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x.to(DType::u8), {4}, {}, {}, 1e-5),
                             "layer_norm_forward: expected a floating-point tensor, got u8");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {3}, {}, {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {3}, {}, {}, 1e-5),
                             "layer_norm_forward: normalized_shape [3] must be non-empty and equal "
                             "the trailing dims of input f32 [2, 3, 4] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {}, {}, {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {}, {}, {}, 1e-5),
                             "normalized_shape [] must be non-empty");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {1, 2, 3, 4}, {}, {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {1, 2, 3, 4}, {}, {}, 1e-5),
                             "normalized_shape [1, 2, 3, 4] must be non-empty");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {3, 4}, ones({12}), {}, 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {3, 4}, ones({12}), {}, 1e-5),
                             "layer_norm_forward: expected weight of shape [3, 4] (floating) for "
                             "input f32 [2, 3, 4] on cpu, got f32 [12] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {4}, {}, ones({4}, {DType::i32}), 1e-5),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {4}, {}, ones({4}, {DType::i32}), 1e-5),
                             "expected bias of shape [4] (floating)");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {4}, {}, {}, 0),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {4}, {}, {}, 0),
                             "layer_norm_forward: eps must be > 0, got 0");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_forward(x, {4}, {}, {}, NAN), "eps must be > 0");
-    const auto f = k::layer_norm_forward(x, {4}, {}, {}, 1e-5);
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_forward(x, {4}, {}, {}, NAN), "eps must be > 0");
+    const auto f = kernels::layer_norm_forward(x, {4}, {}, {}, 1e-5);
     const std::array<bool, 3> all = {true, true, true};
     REQUIRE_THROWS_WITH_MSG(
-        k::layer_norm_backward(ones({2, 3}), x, {4}, {}, f.mean, f.rstd, all),
+        kernels::layer_norm_backward(ones({2, 3}), x, {4}, {}, f.mean, f.rstd, all),
         "layer_norm_backward: grad_y f32 [2, 3] on cpu must have the shape and dtype");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_backward(x, x, {4}, {}, f.mean.view({2, 3}), f.rstd, all),
-                            "layer_norm_backward: expected mean f32 [2, 3, 1] (the forward's) for "
-                            "input f32 [2, 3, 4] on cpu, got f32 [2, 3] on cpu");
     REQUIRE_THROWS_WITH_MSG(
-        k::layer_norm_backward(x, x, {4}, {}, f.mean, f.rstd.to(DType::f64), all),
+        kernels::layer_norm_backward(x, x, {4}, {}, f.mean.view({2, 3}), f.rstd, all),
+        "layer_norm_backward: expected mean f32 [2, 3, 1] (the forward's) for "
+        "input f32 [2, 3, 4] on cpu, got f32 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(
+        kernels::layer_norm_backward(x, x, {4}, {}, f.mean, f.rstd.to(DType::f64), all),
         "expected rstd f32 [2, 3, 1] (the forward's)");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_backward(x, x, {3, 4}, {}, f.mean, f.rstd, all),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_backward(x, x, {3, 4}, {}, f.mean, f.rstd, all),
                             "expected mean f32 [2, 1, 1]");
-    REQUIRE_THROWS_WITH_MSG(k::layer_norm_backward(x, x, {2, 4}, {}, f.mean, f.rstd, all),
+    REQUIRE_THROWS_WITH_MSG(kernels::layer_norm_backward(x, x, {2, 4}, {}, f.mean, f.rstd, all),
                             "layer_norm_backward: normalized_shape [2, 4] must be non-empty");
 }
 
@@ -702,13 +711,13 @@ TEST_CASE("batch_norm on channels-last inputs", "[norm][batch_norm][format]") {
                 omp_set_num_threads(threads);
                 auto in = [&](const Tensor& t) { return cl ? last(t) : t; };
                 Tensor rm = zeros({C}, {dt}), rv = ones({C}, {dt});
-                const auto f = k::batch_norm_forward(in(x), w, b, rm, rv, 0.1, 1e-5);
-                const auto fr = k::batch_norm_relu_forward(in(x), w, b, {}, {}, 0.1, 1e-5);
+                const auto f = kernels::batch_norm_forward(in(x), w, b, rm, rv, 0.1, 1e-5);
+                const auto fr = kernels::batch_norm_relu_forward(in(x), w, b, {}, {}, 0.1, 1e-5);
                 const auto fa =
-                    k::batch_norm_add_relu_forward(in(x), in(r), w, b, {}, {}, 0.1, 1e-5);
-                const auto gr = k::batch_norm_backward(in(g), in(x), w, f.save_mean, f.save_invstd,
-                                                       {true, true, true});
-                const auto grr = k::batch_norm_relu_backward(
+                    kernels::batch_norm_add_relu_forward(in(x), in(r), w, b, {}, {}, 0.1, 1e-5);
+                const auto gr = kernels::batch_norm_backward(in(g), in(x), w, f.save_mean,
+                                                             f.save_invstd, {true, true, true});
+                const auto grr = kernels::batch_norm_relu_backward(
                     in(g), fr.output, in(x), w, fr.save_mean, fr.save_invstd, {true, false, false});
                 omp_set_num_threads(saved);
                 return Out{f.output, fr.output, fa.output, rm,

@@ -13,8 +13,7 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
-using k::cuda::OutRange;
+using kernels::cuda::OutRange;
 
 namespace {
 
@@ -22,7 +21,7 @@ namespace {
 // ceil-mode window starting in the right padding is dropped.
 int64_t pooled(int64_t in, int64_t kk, int64_t s, int64_t p, bool ceil_mode) {
     const int64_t span = in + 2 * p - kk + (ceil_mode ? s - 1 : 0);
-    int64_t out = k::cuda::floor_div(span, s) + 1;
+    int64_t out = kernels::cuda::floor_div(span, s) + 1;
     if (ceil_mode && (out - 1) * s >= in + p) --out;
     return out;
 }
@@ -67,31 +66,31 @@ TEST_CASE("cuda pool plan: avg_cover is exactly the windows that sum an input ro
                     for (bool ceil_mode : {false, true}) {
                         const int64_t out = pooled(in, kk, s, p, ceil_mode);
                         if (out < 1) continue;
-                        const k::Pool2dWindow w{kk, 1, s, 1, p, 0};
+                        const kernels::Pool2dWindow w{kk, 1, s, 1, p, 0};
                         for (int64_t y = 0; y < in; ++y) {
                             INFO("k " << kk << " s " << s << " p " << p << " in " << in << " y "
                                       << y << (ceil_mode ? " ceil" : ""));
                             // The rows avg_window sums for output o (the CPU's rule).
                             const OutRange want = brute(out, [&](int64_t o) {
-                                const k::cuda::AvgWindow a =
-                                    k::cuda::avg_window(o, 0, w, in, 1, true);
+                                const kernels::cuda::AvgWindow a =
+                                    kernels::cuda::avg_window(o, 0, w, in, 1, true);
                                 return a.y0 <= y && y < a.y1;
                             });
-                            check_same(k::cuda::avg_cover(y, kk, s, p, out), want);
+                            check_same(kernels::cuda::avg_cover(y, kk, s, p, out), want);
                         }
                     }
 }
 
 TEST_CASE("cuda pool plan: avg_window's divisor follows PyTorch's rules", "[plan][pool]") {
     // kernel 3, stride 2, padding 1 over 5 rows: windows [-1, 2), [1, 4), [3, 6).
-    const k::Pool2dWindow w{3, 3, 2, 2, 1, 1};
-    const auto a = k::cuda::avg_window(0, 2, w, 5, 5, true);
+    const kernels::Pool2dWindow w{3, 3, 2, 2, 1, 1};
+    const auto a = kernels::cuda::avg_window(0, 2, w, 5, 5, true);
     CHECK((a.y0 == 0 && a.y1 == 2 && a.x0 == 3 && a.x1 == 5));
     CHECK(a.divisor == 9);  // padding counts, the window is inside the padded input
-    CHECK(k::cuda::avg_window(0, 2, w, 5, 5, false).divisor == 4);
+    CHECK(kernels::cuda::avg_window(0, 2, w, 5, 5, false).divisor == 4);
     // Ceil mode's last window hangs past the padded input: only up to it counts.
-    const k::Pool2dWindow c{3, 3, 2, 2, 0, 0};
-    CHECK(k::cuda::avg_window(2, 2, c, 5, 5, true).divisor == 1);
+    const kernels::Pool2dWindow c{3, 3, 2, 2, 0, 0};
+    CHECK(kernels::cuda::avg_window(2, 2, c, 5, 5, true).divisor == 1);
 }
 
 TEST_CASE("cuda pool plan: adaptive windows and their cover agree", "[plan][pool]") {
@@ -100,24 +99,24 @@ TEST_CASE("cuda pool plan: adaptive windows and their cover agree", "[plan][pool
             for (int64_t y = 0; y < in; ++y) {
                 INFO("in " << in << " out " << out << " y " << y);
                 const OutRange want = brute(out, [&](int64_t o) {
-                    const OutRange r = k::cuda::adaptive_window(o, in, out);
+                    const OutRange r = kernels::cuda::adaptive_window(o, in, out);
                     return r.lo <= y && y < r.hi;
                 });
                 CHECK(want.lo < want.hi);  // every input element is pooled somewhere
-                check_same(k::cuda::adaptive_cover(y, in, out), want);
+                check_same(kernels::cuda::adaptive_cover(y, in, out), want);
             }
     // Past 2^31 (in·out below 2^63, as the CPU twin's products need): the
     // ends of the cover still bracket exactly.
     const int64_t in = (int64_t(1) << 32) + 7, out = (int64_t(1) << 30) + 3;
     for (int64_t y : {int64_t(0), in / 2 + 1, in - 1}) {
-        const OutRange c = k::cuda::adaptive_cover(y, in, out);
+        const OutRange c = kernels::cuda::adaptive_cover(y, in, out);
         REQUIRE(c.lo < c.hi);
         for (int64_t o : {c.lo, c.hi - 1}) {
-            const OutRange r = k::cuda::adaptive_window(o, in, out);
+            const OutRange r = kernels::cuda::adaptive_window(o, in, out);
             CHECK((r.lo <= y && y < r.hi));
         }
-        if (c.lo > 0) CHECK(k::cuda::adaptive_window(c.lo - 1, in, out).hi <= y);
-        if (c.hi < out) CHECK(k::cuda::adaptive_window(c.hi, in, out).lo > y);
+        if (c.lo > 0) CHECK(kernels::cuda::adaptive_window(c.lo - 1, in, out).hi <= y);
+        if (c.hi < out) CHECK(kernels::cuda::adaptive_window(c.hi, in, out).lo > y);
     }
 }
 
@@ -125,7 +124,7 @@ TEST_CASE("cuda pool plan: avg_cover past 2^31", "[plan][pool]") {
     const int64_t in = (int64_t(1) << 32) + 11, kk = 7, s = 3, p = 3;
     const int64_t out = pooled(in, kk, s, p, false);
     for (int64_t y : {int64_t(0), int64_t(1) << 31, in - 1}) {
-        const OutRange c = k::cuda::avg_cover(y, kk, s, p, out);
+        const OutRange c = kernels::cuda::avg_cover(y, kk, s, p, out);
         REQUIRE(c.lo < c.hi);
         for (int64_t o = c.lo - 1; o <= c.hi; ++o) {
             const bool inside = o * s - p <= y && y < o * s - p + kk && o >= 0 && o < out;
@@ -138,25 +137,26 @@ TEST_CASE("cuda pool plan: reach_cover finds every output within reach", "[plan]
     for (int64_t in = 1; in <= 12; ++in)
         for (int64_t out = 1; out <= 12; ++out)
             for (int64_t reach = 0; reach <= 3; ++reach) {
-                const double ratio = k::cuda::reach_ratio(in, out);
+                const double ratio = kernels::cuda::reach_ratio(in, out);
                 for (int64_t o = 1; o < out; ++o)  // the estimate is monotone
-                    CHECK(k::cuda::reach_estimate(o - 1, ratio) <= k::cuda::reach_estimate(o, ratio));
+                    CHECK(kernels::cuda::reach_estimate(o - 1, ratio) <=
+                          kernels::cuda::reach_estimate(o, ratio));
                 for (int64_t y = 0; y < in; ++y) {
                     const OutRange want = brute(out, [&](int64_t o) {
-                        const int64_t d = y - k::cuda::reach_estimate(o, ratio);
+                        const int64_t d = y - kernels::cuda::reach_estimate(o, ratio);
                         return d <= reach && -d <= reach;
                     });
-                    check_same(k::cuda::reach_cover(y, reach, ratio, out), want);
+                    check_same(kernels::cuda::reach_cover(y, reach, ratio, out), want);
                 }
             }
     // Huge planes: the range is still exact at its ends.
     const int64_t in = (int64_t(1) << 40) + 5, out = (int64_t(1) << 39) + 1;
-    const double ratio = k::cuda::reach_ratio(in, out);
+    const double ratio = kernels::cuda::reach_ratio(in, out);
     const int64_t y = in / 3, reach = 5;
-    const OutRange c = k::cuda::reach_cover(y, reach, ratio, out);
+    const OutRange c = kernels::cuda::reach_cover(y, reach, ratio, out);
     REQUIRE(c.lo < c.hi);
     auto near = [&](int64_t o) {
-        const int64_t d = y - k::cuda::reach_estimate(o, ratio);
+        const int64_t d = y - kernels::cuda::reach_estimate(o, ratio);
         return d <= reach && -d <= reach;
     };
     CHECK(near(c.lo));
@@ -171,19 +171,19 @@ namespace {
 
 // d input [P, H, W] of avg_pool2d as pool.cu's avg_backward_kernel computes it.
 std::vector<float> emulate_avg_backward(const Tensor& dy, int64_t H, int64_t W,
-                                        const k::Pool2dWindow& w, bool cip) {
+                                        const kernels::Pool2dWindow& w, bool cip) {
     const std::vector<float> g = floats(dy);
     const int64_t OH = dy.size(2), OW = dy.size(3), P = dy.size(0) * dy.size(1);
     std::vector<float> dx(size_t(P * H * W));
     for (int64_t e = 0; e < P * H * W; ++e) {
         const int64_t x = e % W, y = e / W % H, p = e / (H * W);
-        const OutRange ys = k::cuda::avg_cover(y, w.kh, w.sh, w.ph, OH),
-                       xs = k::cuda::avg_cover(x, w.kw, w.sw, w.pw, OW);
+        const OutRange ys = kernels::cuda::avg_cover(y, w.kh, w.sh, w.ph, OH),
+                       xs = kernels::cuda::avg_cover(x, w.kw, w.sw, w.pw, OW);
         float acc = 0;
         for (int64_t oy = ys.lo; oy < ys.hi; ++oy)
             for (int64_t ox = xs.lo; ox < xs.hi; ++ox)
                 acc += g[size_t((p * OH + oy) * OW + ox)] /
-                       float(k::cuda::avg_window(oy, ox, w, H, W, cip).divisor);
+                       float(kernels::cuda::avg_window(oy, ox, w, H, W, cip).divisor);
         dx[size_t(e)] = acc;
     }
     return dx;
@@ -195,12 +195,13 @@ std::vector<float> emulate_adaptive_backward(const Tensor& dy, int64_t H, int64_
     std::vector<float> dx(size_t(P * H * W));
     for (int64_t e = 0; e < P * H * W; ++e) {
         const int64_t x = e % W, y = e / W % H, p = e / (H * W);
-        const OutRange ys = k::cuda::adaptive_cover(y, H, OH), xs = k::cuda::adaptive_cover(x, W, OW);
+        const OutRange ys = kernels::cuda::adaptive_cover(y, H, OH),
+                       xs = kernels::cuda::adaptive_cover(x, W, OW);
         float acc = 0;
         for (int64_t oy = ys.lo; oy < ys.hi; ++oy) {
-            const OutRange wy = k::cuda::adaptive_window(oy, H, OH);
+            const OutRange wy = kernels::cuda::adaptive_window(oy, H, OH);
             for (int64_t ox = xs.lo; ox < xs.hi; ++ox) {
-                const OutRange wx = k::cuda::adaptive_window(ox, W, OW);
+                const OutRange wx = kernels::cuda::adaptive_window(ox, W, OW);
                 acc += g[size_t((p * OH + oy) * OW + ox)] /
                        float((wy.hi - wy.lo) * (wx.hi - wx.lo));
             }
@@ -216,18 +217,18 @@ std::vector<float> emulate_max_backward(const Tensor& dy, const Tensor& indices,
     const std::vector<float> g = floats(dy);
     const std::vector<int64_t> idx = indices.contiguous().to_vector<int64_t>();
     const int64_t OH = dy.size(2), OW = dy.size(3), P = dy.size(0) * dy.size(1);
-    const double ry = k::cuda::reach_ratio(H, OH), rx = k::cuda::reach_ratio(W, OW);
+    const double ry = kernels::cuda::reach_ratio(H, OH), rx = kernels::cuda::reach_ratio(W, OW);
     int64_t reach[2] = {0, 0};
     for (int64_t e = 0; e < P * OH * OW; ++e) {
         const int64_t i = idx[size_t(e)], ox = e % OW, oy = e / OW % OH;
         if (i < 0 || i >= H * W) continue;
-        reach[0] = std::max(reach[0], std::abs(i / W - k::cuda::reach_estimate(oy, ry)));
-        reach[1] = std::max(reach[1], std::abs(i % W - k::cuda::reach_estimate(ox, rx)));
+        reach[0] = std::max(reach[0], std::abs(i / W - kernels::cuda::reach_estimate(oy, ry)));
+        reach[1] = std::max(reach[1], std::abs(i % W - kernels::cuda::reach_estimate(ox, rx)));
     }
     if (reach_y) *reach_y = reach[0];
     std::vector<OutRange> rows, cols;
-    for (int64_t y = 0; y < H; ++y) rows.push_back(k::cuda::reach_cover(y, reach[0], ry, OH));
-    for (int64_t x = 0; x < W; ++x) cols.push_back(k::cuda::reach_cover(x, reach[1], rx, OW));
+    for (int64_t y = 0; y < H; ++y) rows.push_back(kernels::cuda::reach_cover(y, reach[0], ry, OH));
+    for (int64_t x = 0; x < W; ++x) cols.push_back(kernels::cuda::reach_cover(x, reach[1], rx, OW));
     std::vector<float> dx(size_t(P * H * W));
     for (int64_t e = 0; e < P * H * W; ++e) {
         const int64_t x = e % W, y = e / W % H, p = e / (H * W);
@@ -265,10 +266,10 @@ TEST_CASE("cuda pool plan: the emulated gathers give the CPU backwards' bits", "
         for (const Window& win : kWindows) {
             const Tensor x = random_tensor(shape, DType::f32, ++seed);
             const Int2 st = win.stride[0] == 0 ? win.kernel : win.stride;
-            k::MaxPool2dResult m;
+            kernels::MaxPool2dResult m;
             try {  // windows too large for the smallest inputs: skip them
-                m = k::max_pool2d(x, win.kernel, win.stride, win.padding, win.dilation,
-                                  win.ceil_mode);
+                m = kernels::max_pool2d(x, win.kernel, win.stride, win.padding, win.dilation,
+                                        win.ceil_mode);
             } catch (const Error&) {
                 continue;
             }
@@ -278,30 +279,32 @@ TEST_CASE("cuda pool plan: the emulated gathers give the CPU backwards' bits", "
             const int64_t H = shape[2], W = shape[3];
             int64_t reach = -1;
             CHECK(same_bits(emulate_max_backward(dy, m.indices, H, W, &reach),
-                            floats(k::max_pool2d_backward(dy, x, m.indices))));
+                            floats(kernels::max_pool2d_backward(dy, x, m.indices))));
             // The forward's indices stay within the kernel of the estimate.
             CHECK(reach <= win.kernel[0] * win.dilation[0] + win.padding[0] + st[0]);
             // Ties everywhere (a constant input): every window picks its first tap.
             const Tensor flat = full(shape, 1.0);
-            const Tensor ties = k::max_pool2d(flat, win.kernel, win.stride, win.padding,
-                                              win.dilation, win.ceil_mode).indices;
+            const Tensor ties = kernels::max_pool2d(flat, win.kernel, win.stride, win.padding,
+                                                    win.dilation, win.ceil_mode)
+                                    .indices;
             CHECK(same_bits(emulate_max_backward(dy, ties, H, W),
-                            floats(k::max_pool2d_backward(dy, x, ties))));
+                            floats(kernels::max_pool2d_backward(dy, x, ties))));
             // Arbitrary in-plane indices, not from any window.
             const Tensor any = random_tensor(m.indices.shape(), DType::i64, ++seed, 0,
                                              double(H * W));
             CHECK(same_bits(emulate_max_backward(dy, any, H, W),
-                            floats(k::max_pool2d_backward(dy, x, any))));
+                            floats(kernels::max_pool2d_backward(dy, x, any))));
             if (win.dilation[0] != 1) continue;
             for (bool cip : {true, false}) {
-                const Tensor y = k::avg_pool2d(x, win.kernel, win.stride, win.padding,
-                                               win.ceil_mode, cip);
+                const Tensor y =
+                    kernels::avg_pool2d(x, win.kernel, win.stride, win.padding, win.ceil_mode, cip);
                 const Tensor g = random_tensor(y.shape(), DType::f32, ++seed);
-                const k::Pool2dWindow w{win.kernel[0], win.kernel[1], st[0],         st[1],
-                                        win.padding[0], win.padding[1]};
-                CHECK(same_bits(emulate_avg_backward(g, H, W, w, cip),
-                                floats(k::avg_pool2d_backward(g, x, win.kernel, win.stride,
-                                                              win.padding, win.ceil_mode, cip))));
+                const kernels::Pool2dWindow w{win.kernel[0], win.kernel[1],  st[0],
+                                              st[1],         win.padding[0], win.padding[1]};
+                CHECK(
+                    same_bits(emulate_avg_backward(g, H, W, w, cip),
+                              floats(kernels::avg_pool2d_backward(
+                                  g, x, win.kernel, win.stride, win.padding, win.ceil_mode, cip))));
             }
         }
     for (const Shape& shape : inputs)
@@ -309,6 +312,6 @@ TEST_CASE("cuda pool plan: the emulated gathers give the CPU backwards' bits", "
             const Tensor x = random_tensor(shape, DType::f32, ++seed);
             const Tensor g = random_tensor({shape[0], shape[1], out[0], out[1]}, DType::f32, ++seed);
             CHECK(same_bits(emulate_adaptive_backward(g, shape[2], shape[3]),
-                            floats(k::adaptive_avg_pool2d_backward(g, x))));
+                            floats(kernels::adaptive_avg_pool2d_backward(g, x))));
         }
 }

@@ -15,7 +15,6 @@
 
 using namespace ember;
 using namespace ember::test;
-namespace k = ember::kernels;
 
 namespace {
 
@@ -35,23 +34,23 @@ const Layout kLayouts[] = {Layout::contiguous, Layout::transposed, Layout::strid
 
 TEST_CASE("known values", "[reduce]") {
     const Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
-    check_close(k::sum(x, {0}), {5, 7, 9});
-    check_close(k::sum(x, {1}, true), {6, 15});
-    REQUIRE(k::sum(x, {1}, true).shape() == Shape{2, 1});
-    check_close(k::mean(x), {3.5});
-    check_close(k::var(x, {1}), {1, 1});
-    check_close(k::std(x, {0}, 0), {1.5, 1.5, 1.5});
-    check_close(k::norm(x, 1, {1}), {6, 15});
-    check_close(k::norm(x, INFINITY), {6});
-    check_close(k::amin(x, {0}), {1, 2, 3});
-    const ValuesIndices m = k::max(x, 0);
+    check_close(kernels::sum(x, {0}), {5, 7, 9});
+    check_close(kernels::sum(x, {1}, true), {6, 15});
+    REQUIRE(kernels::sum(x, {1}, true).shape() == Shape{2, 1});
+    check_close(kernels::mean(x), {3.5});
+    check_close(kernels::var(x, {1}), {1, 1});
+    check_close(kernels::std(x, {0}, 0), {1.5, 1.5, 1.5});
+    check_close(kernels::norm(x, 1, {1}), {6, 15});
+    check_close(kernels::norm(x, INFINITY), {6});
+    check_close(kernels::amin(x, {0}), {1, 2, 3});
+    const ValuesIndices m = kernels::max(x, 0);
     check_close(m.values, {4, 5, 6});
     check_close(m.indices, {1, 1, 1});
 }
 
 TEST_CASE("u8 and i32 sums do not wrap in the input type", "[reduce]") {
-    check_close(k::sum(full({1000}, 200, {DType::u8})), {200000}, 0, 0);
-    check_close(k::sum(full({3}, 2e9, {DType::i32})), {6e9}, 0, 0);
+    check_close(kernels::sum(full({1000}, 200, {DType::u8})), {200000}, 0, 0);
+    check_close(kernels::sum(full({3}, 2e9, {DType::i32})), {6e9}, 0, 0);
 }
 
 TEST_CASE("f32 sums are pairwise: 16M x 0.1f stays accurate", "[reduce][accuracy]") {
@@ -63,15 +62,15 @@ TEST_CASE("f32 sums are pairwise: 16M x 0.1f stays accurate", "[reduce][accuracy
     CHECK(std::abs(naive - exact) / exact > 1e-2);
 
     const Tensor flat = full({n}, 0.1);
-    const double all = k::sum(flat).item();
+    const double all = kernels::sum(flat).item();
     INFO("full sum " << all << " vs " << exact);
     CHECK(std::abs(all - exact) / exact < 1e-6);
     // Along the last dim of rows, and down the columns of a [4M, 4] (the column path).
-    const Tensor rows = k::sum(flat.view({4, n / 4}), {1});
+    const Tensor rows = kernels::sum(flat.view({4, n / 4}), {1});
     for (double v : values(rows)) CHECK(std::abs(v - exact / 4) / (exact / 4) < 1e-6);
-    const Tensor cols = k::sum(flat.view({n / 4, 4}), {0});
+    const Tensor cols = kernels::sum(flat.view({n / 4, 4}), {0});
     for (double v : values(cols)) CHECK(std::abs(v - exact / 4) / (exact / 4) < 1e-6);
-    CHECK(std::abs(k::mean(flat).item() - double(0.1f)) < 1e-6 * 0.1);
+    CHECK(std::abs(kernels::mean(flat).item() - double(0.1f)) < 1e-6 * 0.1);
 }
 
 TEST_CASE("results do not depend on the number of threads", "[reduce]") {
@@ -80,8 +79,9 @@ TEST_CASE("results do not depend on the number of threads", "[reduce]") {
     const Tensor x = random_tensor({5, 300000}, DType::f32, 7);
     const Tensor y = random_tensor({5, 1100, 3}, DType::f32, 8);
     const auto run = [&] {
-        return std::vector<Tensor>{k::sum(x),      k::sum(x, {1}),       k::sum(y, {1}),
-                                   k::var(x, {1}), k::max(x, 1).indices, k::argmin(x)};
+        return std::vector<Tensor>{
+            kernels::sum(x),      kernels::sum(x, {1}),       kernels::sum(y, {1}),
+            kernels::var(x, {1}), kernels::max(x, 1).indices, kernels::argmin(x)};
     };
     const std::vector<Tensor> many = run();
     const int threads = omp_get_max_threads();
@@ -93,18 +93,18 @@ TEST_CASE("results do not depend on the number of threads", "[reduce]") {
 
 TEST_CASE("var and std with correction >= n divide by zero like PyTorch", "[reduce]") {
     const Tensor two = from_vector(std::vector<double>{1, 2});
-    check_close(k::var(two, {}, 0), {0.25});
-    check_close(k::var(two, {}, 1), {0.5});
-    check_close(k::var(two, {}, 2), {INFINITY});  // 0.5 / 0
-    check_close(k::var(two, {}, 5), {INFINITY});
-    check_close(k::var(two, {}, 0.5), {1.0 / 3});
-    check_close(k::var(from_vector(std::vector<double>{3, 3}), {}, 2), {NAN});  // 0 / 0
-    check_close(k::std(from_vector(std::vector<float>{5}), {0}), {NAN});
-    check_close(k::var(empty({0})), {NAN});
-    check_close(k::mean(empty({0, 3}), {0}), {NAN, NAN, NAN});
-    check_close(k::sum(empty({0, 3}), {0}), {0, 0, 0});
-    check_close(k::norm(empty({0})), {0.0});
-    check_close(k::norm(empty({0}), INFINITY), {0.0});
+    check_close(kernels::var(two, {}, 0), {0.25});
+    check_close(kernels::var(two, {}, 1), {0.5});
+    check_close(kernels::var(two, {}, 2), {INFINITY});  // 0.5 / 0
+    check_close(kernels::var(two, {}, 5), {INFINITY});
+    check_close(kernels::var(two, {}, 0.5), {1.0 / 3});
+    check_close(kernels::var(from_vector(std::vector<double>{3, 3}), {}, 2), {NAN});  // 0 / 0
+    check_close(kernels::std(from_vector(std::vector<float>{5}), {0}), {NAN});
+    check_close(kernels::var(empty({0})), {NAN});
+    check_close(kernels::mean(empty({0, 3}), {0}), {NAN, NAN, NAN});
+    check_close(kernels::sum(empty({0, 3}), {0}), {0, 0, 0});
+    check_close(kernels::norm(empty({0})), {0.0});
+    check_close(kernels::norm(empty({0}), INFINITY), {0.0});
 }
 
 TEST_CASE("reductions propagate NaN and inf", "[reduce]") {
@@ -112,17 +112,17 @@ TEST_CASE("reductions propagate NaN and inf", "[reduce]") {
     x.set({1, 7}, NAN);
     x.set({2, 3}, INFINITY);
     x.set({3, 3}, -INFINITY);
-    const std::vector<double> s = values(k::sum(x, {1}));
+    const std::vector<double> s = values(kernels::sum(x, {1}));
     CHECK(std::isnan(s[1]));
     CHECK(s[2] == INFINITY);
     CHECK(s[3] == -INFINITY);
     CHECK(std::isfinite(s[0]));
-    CHECK(std::isnan(k::amax(x, {1}).at({1})));
-    CHECK(std::isnan(k::amin(x, {1}).at({1})));
-    CHECK(k::amax(x, {1}).at({2}) == INFINITY);
-    CHECK(k::amin(x, {1}).at({3}) == -INFINITY);
-    CHECK(std::isnan(k::norm(x, INFINITY, {1}).at({1})));
-    CHECK(std::isnan(k::var(x, {1}).at({1})));
+    CHECK(std::isnan(kernels::amax(x, {1}).at({1})));
+    CHECK(std::isnan(kernels::amin(x, {1}).at({1})));
+    CHECK(kernels::amax(x, {1}).at({2}) == INFINITY);
+    CHECK(kernels::amin(x, {1}).at({3}) == -INFINITY);
+    CHECK(std::isnan(kernels::norm(x, INFINITY, {1}).at({1})));
+    CHECK(std::isnan(kernels::var(x, {1}).at({1})));
 }
 
 namespace {
@@ -174,16 +174,16 @@ TEST_CASE("max/min return the first extreme and its index; NaN wins", "[reduce]"
                             want_i.push_back(double(ref_arg(v, is_max)));
                             want_v.push_back(v[size_t(want_i.back())]);
                         }
-                        const ValuesIndices r =
-                            is_max ? k::max(xl, c.dim, keepdim) : k::min(xl, c.dim, keepdim);
+                        const ValuesIndices r = is_max ? kernels::max(xl, c.dim, keepdim)
+                                                       : kernels::min(xl, c.dim, keepdim);
                         REQUIRE(r.values.shape() == g.out_shape);
                         REQUIRE(r.values.dtype() == dt);
                         REQUIRE(r.indices.dtype() == DType::i64);
                         check_close(r.values, want_v, 0, 0);
                         check_close(r.indices, want_i, 0, 0);
-                        check_close(
-                            is_max ? k::argmax(xl, c.dim, keepdim) : k::argmin(xl, c.dim, keepdim),
-                            want_i, 0, 0);
+                        check_close(is_max ? kernels::argmax(xl, c.dim, keepdim)
+                                           : kernels::argmin(xl, c.dim, keepdim),
+                                    want_i, 0, 0);
                     }
                 }
             }
@@ -196,58 +196,62 @@ TEST_CASE("argmax/argmin without a dim index the flattened tensor", "[reduce]") 
     x.set({17, 5}, 10);
     x.set({20, 1}, 10);  // a later tie
     x.set({2, 9}, -10);
-    CHECK(k::argmax(x).item() == 17 * 40 + 5);
-    CHECK(k::argmin(x).item() == 2 * 40 + 9);
-    CHECK(k::argmax(x).dim() == 0);
-    CHECK(k::argmax(x, std::nullopt, true).shape() == Shape{1, 1});
+    CHECK(kernels::argmax(x).item() == 17 * 40 + 5);
+    CHECK(kernels::argmin(x).item() == 2 * 40 + 9);
+    CHECK(kernels::argmax(x).dim() == 0);
+    CHECK(kernels::argmax(x, std::nullopt, true).shape() == Shape{1, 1});
     // Flattened in logical order, whatever the layout.
-    CHECK(k::argmax(non_contiguous(x)).item() == 17 * 40 + 5);
-    CHECK(k::argmax(x.t()).item() == 1 * 30 + 20);  // the tie at x[20, 1] comes first in x.t()
+    CHECK(kernels::argmax(non_contiguous(x)).item() == 17 * 40 + 5);
+    CHECK(kernels::argmax(x.t()).item() ==
+          1 * 30 + 20);  // the tie at x[20, 1] comes first in x.t()
     Tensor big = random_tensor({200000}, DType::f32, 301);
     big.view({-1}).set({123456}, 5);
-    CHECK(k::argmax(big).item() == 123456);
+    CHECK(kernels::argmax(big).item() == 123456);
     big.set({7}, NAN);
-    CHECK(k::argmax(big).item() == 7);
-    CHECK(k::argmin(big).item() == 7);
-    CHECK(k::argmax(full({}, 3.0)).item() == 0);
+    CHECK(kernels::argmax(big).item() == 7);
+    CHECK(kernels::argmin(big).item() == 7);
+    CHECK(kernels::argmax(full({}, 3.0)).item() == 0);
 }
 
 TEST_CASE("reduction errors name the op, the input and the problem", "[reduce][errors]") {
     const Tensor x = random_tensor({2, 3}, DType::f32, 400);
-    REQUIRE_THROWS_WITH_MSG(k::sum(Tensor()), "sum: undefined tensor");
-    REQUIRE_THROWS_WITH_MSG(k::max(Tensor(), 0), "max: undefined tensor");
-    REQUIRE_THROWS_WITH_MSG(k::argmax(Tensor()), "argmax: undefined tensor");
-    REQUIRE_THROWS_WITH_MSG(k::sum(x, {2}), "sum: dim 2 out of range for input f32 [2, 3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::amax(x, {-3}), "amax: dim -3 out of range for input f32 [2, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::mean(x, {1, -1}),
+    REQUIRE_THROWS_WITH_MSG(kernels::sum(Tensor()), "sum: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(kernels::max(Tensor(), 0), "max: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(kernels::argmax(Tensor()), "argmax: undefined tensor");
+    REQUIRE_THROWS_WITH_MSG(kernels::sum(x, {2}),
+                            "sum: dim 2 out of range for input f32 [2, 3] on cpu");
+    REQUIRE_THROWS_WITH_MSG(kernels::amax(x, {-3}),
+                            "amax: dim -3 out of range for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(kernels::mean(x, {1, -1}),
                             "mean: dim -1 appears twice in dims [1, -1] for input f32 [2, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::max(x, 5), "max: dim 5 out of range for input f32 [2, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::sum(full({}, 1.0), {1}),
+    REQUIRE_THROWS_WITH_MSG(kernels::max(x, 5), "max: dim 5 out of range for input f32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(kernels::sum(full({}, 1.0), {1}),
                             "sum: dim 1 out of range for input f32 [] on cpu");
     const Tensor i = random_tensor({2, 3}, DType::i32, 401, 0, 9);
-    REQUIRE_THROWS_WITH_MSG(k::mean(i),
+    REQUIRE_THROWS_WITH_MSG(kernels::mean(i),
                             "mean: expected a floating-point tensor, got i32 [2, 3] on cpu");
-    REQUIRE_THROWS_WITH_MSG(k::var(i), "var: expected a floating-point tensor, got i32 [2, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::std(i.to(DType::boolean)),
+    REQUIRE_THROWS_WITH_MSG(kernels::var(i),
+                            "var: expected a floating-point tensor, got i32 [2, 3]");
+    REQUIRE_THROWS_WITH_MSG(kernels::std(i.to(DType::boolean)),
                             "std: expected a floating-point tensor, got bool");
-    REQUIRE_THROWS_WITH_MSG(k::norm(i), "norm: expected a floating-point tensor, got i32");
-    REQUIRE_THROWS_WITH_MSG(k::norm(x, 3),
+    REQUIRE_THROWS_WITH_MSG(kernels::norm(i), "norm: expected a floating-point tensor, got i32");
+    REQUIRE_THROWS_WITH_MSG(kernels::norm(x, 3),
                             "norm: p must be 1, 2 or inf, got 3 for input f32 [2, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::norm(x, -INFINITY), "norm: p must be 1, 2 or inf, got -inf");
+    REQUIRE_THROWS_WITH_MSG(kernels::norm(x, -INFINITY), "norm: p must be 1, 2 or inf, got -inf");
     const Tensor e = empty({0, 3});
     REQUIRE_THROWS_WITH_MSG(
-        k::amax(e, {0}),
+        kernels::amax(e, {0}),
         "amax: cannot reduce over an empty dim of input f32 [0, 3] on cpu (dims [0])");
-    REQUIRE_THROWS_WITH_MSG(k::amin(e),
+    REQUIRE_THROWS_WITH_MSG(kernels::amin(e),
                             "amin: cannot reduce over an empty dim of input f32 [0, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::max(e, 0),
+    REQUIRE_THROWS_WITH_MSG(kernels::max(e, 0),
                             "max: cannot reduce over dim 0 of size 0 of input f32 [0, 3]");
-    REQUIRE_THROWS_WITH_MSG(k::argmin(e, -2), "argmin: cannot reduce over dim -2 of size 0");
-    REQUIRE_THROWS_WITH_MSG(k::argmax(e),
+    REQUIRE_THROWS_WITH_MSG(kernels::argmin(e, -2), "argmin: cannot reduce over dim -2 of size 0");
+    REQUIRE_THROWS_WITH_MSG(kernels::argmax(e),
                             "argmax: cannot take the argmax of an empty input f32 [0, 3]");
     // Reducing the non-empty dim of an empty tensor is fine: an empty result.
-    CHECK(k::amax(e, {1}).shape() == Shape{0});
-    CHECK(k::max(e, 1).indices.shape() == Shape{0});
+    CHECK(kernels::amax(e, {1}).shape() == Shape{0});
+    CHECK(kernels::max(e, 1).indices.shape() == Shape{0});
 }
 
 TEST_CASE("reductions of empty tensors with huge dims do not overflow", "[reduce][errors]") {

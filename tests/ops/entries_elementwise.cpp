@@ -12,11 +12,9 @@
 namespace ember::test {
 
 namespace {
-
-namespace K = ember::kernels;
-using K::BinaryOp;
-using K::CompareOp;
-using K::UnaryOp;
+using kernels::BinaryOp;
+using kernels::CompareOp;
+using kernels::UnaryOp;
 using Unary = Tensor (*)(const Tensor&);
 using Binary = Tensor (*)(const Tensor&, const Tensor&);
 using Scalar = Tensor (*)(const Tensor&, double);
@@ -237,7 +235,9 @@ OpEntry activation_backward(const char* name, BinaryOp op, Binary raw, double sa
 
 OpEntry where_entry() {
     OpEntry e = elementwise("where", Family::where, 3);
-    e.raw = [](const std::vector<Tensor>& x, const Args&) { return K::where(x[0], x[1], x[2]); };
+    e.raw = [](const std::vector<Tensor>& x, const Args&) {
+        return kernels::where(x[0], x[1], x[2]);
+    };
     e.differentiable = [](const std::vector<Tensor>& x, const Args&) {
         return ember::where(x[0], x[1], x[2]);
     };
@@ -266,7 +266,9 @@ OpEntry where_entry() {
 
 OpEntry clamp_entry() {
     OpEntry e = elementwise("clamp", Family::clamp, 1);
-    e.raw = [](const std::vector<Tensor>& x, const Args& a) { return K::clamp(x[0], a.lo, a.hi); };
+    e.raw = [](const std::vector<Tensor>& x, const Args& a) {
+        return kernels::clamp(x[0], a.lo, a.hi);
+    };
     e.differentiable = [](const std::vector<Tensor>& x, const Args& a) {
         return ember::clamp(x[0], a.lo, a.hi);
     };
@@ -317,56 +319,57 @@ std::vector<OpEntry> elementwise_entries() {
     const Domain kink = {.lo = 0.2, .hi = 2, .int_lo = -30, .int_hi = 30, .random_sign = true};
     const Domain tails = {.lo = -4, .hi = 4, .int_lo = -30, .int_hi = 30};
     const Domain divisor = {.lo = 0.25, .hi = 2, .random_sign = true};  // integers: 0 gives inf
-    const Unary gelu_tanh = [](const Tensor& x) { return K::gelu(x, GeluApprox::tanh); };
+    const Unary gelu_tanh = [](const Tensor& x) { return kernels::gelu(x, GeluApprox::tanh); };
     const Unary gelu_tanh_ad = [](const Tensor& x) { return ember::gelu(x, GeluApprox::tanh); };
-    const Unary gelu = [](const Tensor& x) { return K::gelu(x); };
+    const Unary gelu = [](const Tensor& x) { return kernels::gelu(x); };
     const Unary gelu_ad = [](const Tensor& x) { return ember::gelu(x); };
     std::vector<OpEntry> t = {
         // name, op, raw, differentiable, domain, FLOPs per element[, keeps integer dtypes]
-        unary("neg", UnaryOp::neg, K::neg, ember::neg, wide, 1, true),
-        unary("abs", UnaryOp::abs, K::abs, ember::abs, kink, 1, true),
-        unary("relu", UnaryOp::relu, K::relu, ember::relu, kink, 1, true),
-        unary("exp", UnaryOp::exp, K::exp, ember::exp, wide, 1),
-        unary("log", UnaryOp::log, K::log, ember::log, positive, 1),
-        unary("sqrt", UnaryOp::sqrt, K::sqrt, ember::sqrt, positive, 1),
-        unary("rsqrt", UnaryOp::rsqrt, K::rsqrt, ember::rsqrt, positive, 2),
-        unary("sigmoid", UnaryOp::sigmoid, K::sigmoid, ember::sigmoid, tails, 3),
-        unary("tanh", UnaryOp::tanh, K::tanh, ember::tanh, tails, 1),
+        unary("neg", UnaryOp::neg, kernels::neg, ember::neg, wide, 1, true),
+        unary("abs", UnaryOp::abs, kernels::abs, ember::abs, kink, 1, true),
+        unary("relu", UnaryOp::relu, kernels::relu, ember::relu, kink, 1, true),
+        unary("exp", UnaryOp::exp, kernels::exp, ember::exp, wide, 1),
+        unary("log", UnaryOp::log, kernels::log, ember::log, positive, 1),
+        unary("sqrt", UnaryOp::sqrt, kernels::sqrt, ember::sqrt, positive, 1),
+        unary("rsqrt", UnaryOp::rsqrt, kernels::rsqrt, ember::rsqrt, positive, 2),
+        unary("sigmoid", UnaryOp::sigmoid, kernels::sigmoid, ember::sigmoid, tails, 3),
+        unary("tanh", UnaryOp::tanh, kernels::tanh, ember::tanh, tails, 1),
         unary("gelu", UnaryOp::gelu, gelu, gelu_ad, tails, 5),
         unary("gelu_tanh", UnaryOp::gelu_tanh, gelu_tanh, gelu_tanh_ad, tails, 9),
         // name, op, raw, differentiable, domains of a and b
-        binary("add", BinaryOp::add, {K::add, K::add}, {ember::add, ember::add}, {any}),
-        binary("sub", BinaryOp::sub, {K::sub, K::sub}, {ember::sub, ember::sub}, {any}),
-        binary("mul", BinaryOp::mul, {K::mul, K::mul}, {ember::mul, ember::mul}, {any}),
-        binary("div", BinaryOp::div, {K::div, K::div}, {ember::div, ember::div}, {any, divisor}),
-        binary("maximum", BinaryOp::maximum, {K::maximum, K::maximum},
+        binary("add", BinaryOp::add, {kernels::add, kernels::add}, {ember::add, ember::add}, {any}),
+        binary("sub", BinaryOp::sub, {kernels::sub, kernels::sub}, {ember::sub, ember::sub}, {any}),
+        binary("mul", BinaryOp::mul, {kernels::mul, kernels::mul}, {ember::mul, ember::mul}, {any}),
+        binary("div", BinaryOp::div, {kernels::div, kernels::div}, {ember::div, ember::div},
+               {any, divisor}),
+        binary("maximum", BinaryOp::maximum, {kernels::maximum, kernels::maximum},
                {ember::maximum, ember::maximum}, {any}),
-        binary("minimum", BinaryOp::minimum, {K::minimum, K::minimum},
+        binary("minimum", BinaryOp::minimum, {kernels::minimum, kernels::minimum},
                {ember::minimum, ember::minimum}, {any}),
         // Positive bases; integers: exact powers with exponents 0..5.
-        binary("pow", BinaryOp::pow, {K::pow, K::pow}, {ember::pow, ember::pow},
+        binary("pow", BinaryOp::pow, {kernels::pow, kernels::pow}, {ember::pow, ember::pow},
                {{.lo = 0.25, .hi = 2, .int_lo = -3, .int_hi = 4}, {.int_lo = 0, .int_hi = 6}},
                {2, 3, -1.5, 0.5, 1, 0}),
-        compare("eq", CompareOp::eq, {K::eq, K::eq}),
-        compare("ne", CompareOp::ne, {K::ne, K::ne}),
-        compare("lt", CompareOp::lt, {K::lt, K::lt}),
-        compare("le", CompareOp::le, {K::le, K::le}),
-        compare("gt", CompareOp::gt, {K::gt, K::gt}),
-        compare("ge", CompareOp::ge, {K::ge, K::ge}),
+        compare("eq", CompareOp::eq, {kernels::eq, kernels::eq}),
+        compare("ne", CompareOp::ne, {kernels::ne, kernels::ne}),
+        compare("lt", CompareOp::lt, {kernels::lt, kernels::lt}),
+        compare("le", CompareOp::le, {kernels::le, kernels::le}),
+        compare("gt", CompareOp::gt, {kernels::gt, kernels::gt}),
+        compare("ge", CompareOp::ge, {kernels::ge, kernels::ge}),
         where_entry(),
         clamp_entry(),
         // name, op, raw, range of the saved tensor (both tails), FLOPs per element
-        activation_backward("relu_backward", BinaryOp::relu_backward, K::relu_backward, 4, 1),
-        activation_backward("sigmoid_backward", BinaryOp::sigmoid_backward, K::sigmoid_backward, 4,
-                            3),
-        activation_backward("tanh_backward", BinaryOp::tanh_backward, K::tanh_backward, 4, 3),
+        activation_backward("relu_backward", BinaryOp::relu_backward, kernels::relu_backward, 4, 1),
+        activation_backward("sigmoid_backward", BinaryOp::sigmoid_backward,
+                            kernels::sigmoid_backward, 4, 3),
+        activation_backward("tanh_backward", BinaryOp::tanh_backward, kernels::tanh_backward, 4, 3),
         activation_backward(
             "gelu_backward", BinaryOp::gelu_backward,
-            [](const Tensor& g, const Tensor& x) { return K::gelu_backward(g, x); }, 6, 8),
+            [](const Tensor& g, const Tensor& x) { return kernels::gelu_backward(g, x); }, 6, 8),
         activation_backward(
             "gelu_tanh_backward", BinaryOp::gelu_tanh_backward,
             [](const Tensor& g, const Tensor& x) {
-                return K::gelu_backward(g, x, GeluApprox::tanh);
+                return kernels::gelu_backward(g, x, GeluApprox::tanh);
             },
             6, 14),
     };

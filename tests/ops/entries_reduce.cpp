@@ -15,8 +15,6 @@ namespace ember::test {
 
 namespace {
 
-namespace K = ember::kernels;
-
 const std::vector<DType> kFloats = {DType::f32, DType::f64, DType::f16, DType::bf16};
 const std::vector<DType> kAll = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                  DType::i32, DType::i64, DType::u8,  DType::boolean};
@@ -223,7 +221,7 @@ OpEntry norm_entry() {
     OpEntry e =
         reduction("norm", Kind::norm, kFloats, {.lo = 0.2, .hi = 2, .random_sign = true}, 2);
     e.raw = [](const std::vector<Tensor>& x, const Args& a) {
-        return K::norm(x[0], a.p, a.dims, a.keepdim);
+        return kernels::norm(x[0], a.p, a.dims, a.keepdim);
     };
     e.differentiable = [](const std::vector<Tensor>& x, const Args& a) {
         return ember::norm(x[0], a.p, a.dims, a.keepdim);
@@ -244,7 +242,8 @@ OpEntry along_dim(const char* name, bool is_max) {
         {.int_lo = -1000, .int_hi = 1000}, 1);
     e.raw = [is_max](const std::vector<Tensor>& x, const Args& a) {
         const int64_t dim = a.dims.at(0);
-        return (is_max ? K::max(x[0], dim, a.keepdim) : K::min(x[0], dim, a.keepdim)).values;
+        return (is_max ? kernels::max(x[0], dim, a.keepdim) : kernels::min(x[0], dim, a.keepdim))
+            .values;
     };
     e.differentiable = [is_max](const std::vector<Tensor>& x, const Args& a) {
         const int64_t dim = a.dims.at(0);
@@ -295,8 +294,8 @@ OpEntry softmax(const char* name, bool log, bool backward) {
         e.cuda_cases.push_back({std::vector<Shape>(backward ? 2 : 1, shape), {.dims = {dim}}});
     if (backward) {
         e.raw = [log](const std::vector<Tensor>& x, const Args& a) {
-            return log ? K::log_softmax_backward(x[0], x[1], a.dims[0])
-                       : K::softmax_backward(x[0], x[1], a.dims[0]);
+            return log ? kernels::log_softmax_backward(x[0], x[1], a.dims[0])
+                       : kernels::softmax_backward(x[0], x[1], a.dims[0]);
         };
         e.reference = [log](const Sample& s) {
             const Tensor& g = s.inputs[0];
@@ -309,7 +308,7 @@ OpEntry softmax(const char* name, bool log, bool backward) {
         };
     } else {
         e.raw = [log](const std::vector<Tensor>& x, const Args& a) {
-            return log ? K::log_softmax(x[0], a.dims[0]) : K::softmax(x[0], a.dims[0]);
+            return log ? kernels::log_softmax(x[0], a.dims[0]) : kernels::softmax(x[0], a.dims[0]);
         };
         e.differentiable = [log](const std::vector<Tensor>& x, const Args& a) {
             return log ? ember::log_softmax(x[0], a.dims[0]) : ember::softmax(x[0], a.dims[0]);
@@ -347,16 +346,16 @@ std::vector<OpEntry> reduce_entries() {
     const std::vector<DType> extremes = kAll;
     return {
         // name, kind, raw, differentiable, dtypes, FLOPs per input element
-        simple("sum", Kind::sum, K::sum, ember::sum, sums, 1),
-        simple("mean", Kind::mean, K::mean, ember::mean, kFloats, 1),
-        simple("amax", Kind::amax, K::amax, ember::amax, extremes, 1),
-        simple("amin", Kind::amin, K::amin, ember::amin, extremes, 1),
+        simple("sum", Kind::sum, kernels::sum, ember::sum, sums, 1),
+        simple("mean", Kind::mean, kernels::mean, ember::mean, kFloats, 1),
+        simple("amax", Kind::amax, kernels::amax, ember::amax, extremes, 1),
+        simple("amin", Kind::amin, kernels::amin, ember::amin, extremes, 1),
         along_dim("max", true),
         along_dim("min", false),
         norm_entry(),
         // name, kind, raw, differentiable, corrections in the reference test
-        moment("var", Kind::var, K::var, ember::var, {0, 1}),
-        moment("std", Kind::std, K::std, ember::std, {1}),
+        moment("var", Kind::var, kernels::var, ember::var, {0, 1}),
+        moment("std", Kind::std, kernels::std, ember::std, {1}),
         // name, log, backward
         softmax("softmax", false, false),
         softmax("log_softmax", true, false),
