@@ -25,6 +25,7 @@
 #include "core/cuda_check.h"
 #include "core/error_flag.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/offset.cuh"
 #include "kernels/cuda/softmax_plan.h"
@@ -37,19 +38,6 @@ namespace {
 using math::Acc;
 using math::cast;
 
-template <class A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-    return (a > b || a != a) ? a : b;
-}
-__device__ __forceinline__ float dexp(float v) { return expf(v); }
-__device__ __forceinline__ double dexp(double v) { return exp(v); }
-
-struct MaxOp {
-    template <class A>
-    __device__ A operator()(A a, A b) const {
-        return nan_max(a, b);
-    }
-};
 
 // A row's partial: the max m so far, s = Σ exp(x − m) and sx = Σ x, in f64.
 template <class A>

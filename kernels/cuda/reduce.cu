@@ -26,6 +26,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/reduce_plan.h"
 #include "kernels/cuda/workspace.h"
@@ -109,14 +110,6 @@ template <class T>
 using ExtremeAcc = std::conditional_t<math::is_half_v<T>, float,
                                       std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>>;
 
-template <class A>
-__device__ A nan_max(A a, A b) {
-    return (a > b || a != a) ? a : b;
-}
-template <class A>
-__device__ A nan_min(A a, A b) {
-    return (a < b || a != a) ? a : b;
-}
 
 /// amax / amin (NaN wins); with Abs, max |x| (the inf-norm, 0 when empty).
 template <class T, bool IsMax, bool Abs = false>

@@ -26,6 +26,7 @@
 
 #include "core/cuda_check.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/softmax_plan.h"
 #include "kernels/math.h"
@@ -38,27 +39,6 @@ using math::Acc;
 using math::cast;
 using math::exp_nonpositive;
 
-template <class A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-    return (a > b || a != a) ? a : b;
-}
-__device__ __forceinline__ float dlog(float v) { return logf(v); }
-__device__ __forceinline__ double dlog(double v) { return log(v); }
-__device__ __forceinline__ float dexp(float v) { return expf(v); }
-__device__ __forceinline__ double dexp(double v) { return exp(v); }
-
-struct MaxOp {
-    template <class A>
-    __device__ A operator()(A a, A b) const {
-        return nan_max(a, b);
-    }
-};
-struct AddOp {
-    template <class A>
-    __device__ A operator()(A a, A b) const {
-        return a + b;
-    }
-};
 
 // A running max and the sum of exp(x - m) of the values seen so far.
 template <class A>
