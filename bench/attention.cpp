@@ -6,7 +6,8 @@
 // lse and gradients agree. FLOPs: 2·B·H·pairs·(D + Dv) forward (pairs: the
 // (row, key) pairs the causal mask keeps), 2.5× that backward; the limit is
 // ember's f32 GEMM at 1024³ measured in the same run. Each row's note gives
-// the call's peak of tensor memory: O(T·D) fused, O(T²) composite.
+// the call's peak of tensor memory: O(T·D) fused, O(T²) composite. With a
+// GPU, also bench/attention_gpu.cpp's rows (only those: --device cuda).
 #include <cmath>
 #include <cstdio>
 
@@ -47,6 +48,11 @@ double worst(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void run_attention(const Options& o, Report& rep) {
+    if (o.device == "cuda") {  // the GPU rows only
+        const auto gpu = bench_gpu();
+        if (!gpu) EMBER_FAIL("bench attention --device cuda: no CUDA device");
+        return run_attention_gpu(*gpu, o, rep);
+    }
     const int64_t side = o.quick ? 256 : 1024;
     const Tensor ga = randn({side, side}), gb = randn({side, side});
     const double peak =
@@ -108,6 +114,7 @@ void run_attention(const Options& o, Report& rep) {
             }
         }
     }
+    if (const auto gpu = bench_gpu()) run_attention_gpu(*gpu, o, rep);
 }
 
 }  // namespace ember::bench

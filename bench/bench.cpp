@@ -207,7 +207,8 @@ void add_options(CLI::App& app, Options& o) {
     app.add_flag("--breakdown", o.breakdown,
                  "train: the step's time op by op (each conv and GEMM against the GEMM peak)");
     app.add_option("--device", o.device,
-                   "allreduce: where the tensors live, cpu (MPI) or cuda (NCCL, one GPU per rank)")
+                   "allreduce: where the tensors live, cpu (MPI) or cuda (NCCL, one GPU per rank); "
+                   "attention: cuda runs only the GPU rows")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
 }

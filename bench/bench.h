@@ -28,7 +28,7 @@ struct Options {
     bool quick = false;          // smaller shapes, for smoke tests
     bool breakdown = false;      // train family: each op's share of the step too
     std::string model;           // train family: only this model's rows ("": all)
-    std::string device = "cpu";  // allreduce family: cpu (MPI) or cuda (NCCL)
+    std::string device = "cpu";  // allreduce: cpu (MPI) or cuda (NCCL); attention: cuda = GPU rows only
 };
 
 /// A measured time: the median of the timed runs, and their spread
@@ -109,6 +109,8 @@ double measure_gpu_copy_gbps(Device device, const Options& o);
 /// The GPU rows of the matmul and conv families (bench/gpu_linalg.cpp).
 void run_matmul_gpu(Device gpu, const Options& o, Report& rep);
 void run_conv_gpu(Device gpu, const Options& o, Report& rep);
+/// The fused CUDA attention's rows (bench/attention_gpu.cpp).
+void run_attention_gpu(Device gpu, const Options& o, Report& rep);
 
 /// "copy 46.5 GB/s": the label of a limit in the report.
 std::string limit_label(const char* what, double value, const char* unit);

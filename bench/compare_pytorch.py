@@ -9,6 +9,8 @@ library and torch are all it uses), from any directory:
     python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
     python3 bench/compare_pytorch.py step --model gpt --rounds 5
     python3 bench/compare_pytorch.py step --model resnet8 --device cuda [--amp bf16]
+    python3 bench/compare_pytorch.py step --model gpt --device cuda --data-dir DIR [--amp bf16]
+    python3 bench/compare_pytorch.py train --model gpt --device cuda --data-dir DIR [--amp bf16]
     python3 bench/compare_pytorch.py convs --rounds 3
 
 train: runs `ember train` with its defaults (AdamW at the LR and weight decay
@@ -64,7 +66,12 @@ same text, split, windows per epoch, model, initialization scheme and
 schedule); the validation loss per token after each epoch compared instead of
 an accuracy. step: `ember bench train`'s gpt step (batch 16 x 256, 4 x 32 with
 --quick) beside PyTorch's eager (F.scaled_dot_product_attention) and
-torch.compile.
+torch.compile. With --device cuda (the fused CUDA attention, docs/cuda.md):
+train runs both on the GPU (--data-dir: the text's folder; the windows on
+the GPU in PyTorch's mirror), and step times `ember train --model gpt`'s own
+step records (its config's block, layers, heads, width, batch) beside
+PyTorch's same step (autocast with --amp bf16, gradients clipped at 1, fused
+AdamW at ember's LR and weight decay) on one batch of windows on the GPU.
 
 convs: each pass (forward, grad_input, grad_weight) of each of resnet8's
 convolutions at batch 128, timed alone: ember's NCHW and channels-last
@@ -377,15 +384,21 @@ SYNTHETIC_TRAIN = 60000  # `ember train --data synthetic`'s training samples
 
 
 def ember_gpu_steps(a, batch, steps, windows):
-    """`ember train --data synthetic` for `windows` step records of `steps` steps each (one epoch,
-    constant LR). Returns the ms per step of each record, the epoch's share of time spent waiting
-    for data, and ember's stdout (the start table)."""
+    """`ember train --data synthetic` (gpt: its text, --data-dir) for `windows` step records of
+    `steps` steps each (one epoch, constant LR). Returns the ms per step of each record, the
+    epoch's share of time spent waiting for data, ember's stdout (the start table) and the run's
+    config.toml as a dict."""
+    data = ["--data-dir", a.data_dir] if a.model == "gpt" and a.data_dir else []
+    if a.model != "gpt":
+        data = ["--data", "synthetic"]
     with tempfile.TemporaryDirectory(prefix="ember-vs-torch-") as tmp:
-        cmd = [a.ember, "train", "--model", a.model, "--data", "synthetic", "--epochs", 1,
+        cmd = [a.ember, "train", "--model", a.model, *data, "--epochs", 1,
                "--batch-size", batch, "--limit", batch * steps * windows, "--log-every", steps,
                "--schedule", "constant", "--threads", a.threads, "--seed", 0, *device_args(a),
                "--out", os.path.join(tmp, "run")]
         out, _ = run_child(cmd)
+        with open(os.path.join(tmp, "run", "config.toml")) as f:
+            conf = dict(re.findall(r'^([a-z-]+)=\"?([^"\n]*)\"?$', f.read(), re.M))
         with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
     steps_ = [r for r in records if r.get("kind") == "step"]
@@ -393,7 +406,7 @@ def ember_gpu_steps(a, batch, steps, windows):
     if len(steps_) != windows:
         sys.exit(f"step: ember wrote {len(steps_)} step records, expected {windows}")
     return ([batch * 1e3 / r["samples_per_s"] for r in steps_],
-            epochs[-1].get("data_wait") if epochs else None, out)
+            epochs[-1].get("data_wait") if epochs else None, out, conf)
 
 
 def step_mode_cuda(a):
@@ -403,16 +416,20 @@ def step_mode_cuda(a):
         sys.exit("step --device cuda: PyTorch sees no GPU")
     batch = a.batch or BENCH_BATCH[a.model][0]
     windows = 1 + a.rounds  # ember's first record is its warm-up
-    if batch * a.repeats * windows > SYNTHETIC_TRAIN:
+    if a.model != "gpt" and batch * a.repeats * windows > SYNTHETIC_TRAIN:
         sys.exit(f"step: batch {batch} x {a.repeats} steps x {windows} records exceeds the "
                  f"{SYNTHETIC_TRAIN} synthetic training samples; lower --repeats or --rounds")
     load = OtherLoad()
-    ember_all, data_wait, table = ember_gpu_steps(a, batch, a.repeats, windows)
+    ember_all, data_wait, table, conf = ember_gpu_steps(a, batch, a.repeats, windows)
     m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", table)
     if not m:
         sys.exit("compare_pytorch: ember's start table has no 'optimizer adamw, lr ..., weight decay ...' line")
     lr, wd = float(m.group(1)), float(m.group(2))
 
+    if a.model == "gpt":
+        import torch_gpt
+        variants, unavailable = torch_gpt.cuda_step_variants(torch, a, conf, lr, wd, fused_adamw)
+        return report_cuda_steps(a, batch, lr, wd, ember_all, data_wait, load, variants, unavailable)
     cuda_settings(torch)
     dev, amp = torch.device("cuda"), a.amp == "bf16"
     torch.manual_seed(1)
@@ -454,6 +471,11 @@ def step_mode_cuda(a):
             variants["compile"] = variant(compiled=True)
         except Exception as e:  # no compiler, an unsupported op, ...
             unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
+    return report_cuda_steps(a, batch, lr, wd, ember_all, data_wait, load, variants, unavailable)
+
+
+def report_cuda_steps(a, batch, lr, wd, ember_all, data_wait, load, variants, unavailable):
+    """The table (or JSON) of step --device cuda: ember's records beside each PyTorch variant."""
     times = {"ember": ember_all[1:], **{k: [w() for _ in range(a.rounds)] for k, w in variants.items()}}
     med, busy = {k: statistics.median(v) for k, v in times.items()}, load.cpus()
     fastest = min(variants, key=med.get)
@@ -468,7 +490,8 @@ def step_mode_cuda(a):
     print(f"step: {a.model}, batch {batch}, cuda, {precision(a)}; forward, cross-entropy, backward, fused "
           f"AdamW (lr {lr:g}, weight decay {wd:g}), zero_grad; {a.rounds} windows x {a.repeats} steps, median")
     print(info_line(res["torch"]))
-    print(f"ember: `ember train --data synthetic`, {a.workers} loader workers, waiting for data "
+    data = "its text" if a.model == "gpt" else "synthetic"
+    print(f"ember: `ember train --data {data}`, {a.workers} loader workers, waiting for data "
           f"{100 * (data_wait or 0):.1f}% of the epoch")
     print(f"\n{'':24}{'ms/step':>10}   per window")
     for name in times:
@@ -588,7 +611,7 @@ def main():
                    help="layout of the batches in both engines (ember train --memory-format; "
                         "PyTorch's model and batches in that memory format)")
     t.add_argument("--data-dir", help="Fashion-MNIST's folder (default: $EMBER_DATA/fashion-mnist, "
-                                      "else the Debian package's)")
+                                      "else the Debian package's); gpt: its text's folder")
     s = sub.choices["step"]
     s.add_argument("--batch", type=int, help="256 or 32 for mlp, 128 or 8 for resnet8 (default: the first)")
     s.add_argument("--rounds", type=int, default=3)
@@ -596,6 +619,8 @@ def main():
                                                "with --device cuda 50 per window)")
     s.add_argument("--warmup", type=int, default=2)
     s.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
+    s.add_argument("--data-dir", help="step --model gpt --device cuda: the text's folder (default: "
+                                      "fortunes)")
     c = sub.add_parser("convs")
     c.add_argument("--threads", type=int, default=2, help="OpenMP threads of both engines")
     c.add_argument("--ember", default=str(REPO / "build/release/tools/ember"), help="the ember binary")

@@ -123,11 +123,15 @@ def train(cfg, fused_adamw):
     import torch.nn.functional as F
     torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
+    dev = torch.device(cfg.get("device", "cpu"))
+    if dev.type == "cuda":
+        from compare_common import cuda_settings
+        cuda_settings(torch)
     train_docs, val_docs = read_fortunes(cfg.get("data_dir") or fortunes_dir())
     vocab = sorted(set("".join(train_docs) + "".join(val_docs)) | {"\n"})
-    tr, va = tokens_of(train_docs, vocab), tokens_of(val_docs, vocab)
+    tr, va = tokens_of(train_docs, vocab).to(dev), tokens_of(val_docs, vocab).to(dev)
     block, batch = cfg["block"], cfg["batch"]
-    model = make_gpt(torch, len(vocab), block, cfg["layers"], cfg["heads"], cfg["embd"])
+    model = make_gpt(torch, len(vocab), block, cfg["layers"], cfg["heads"], cfg["embd"]).to(dev)
     params = list(model.parameters())
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
@@ -139,18 +143,18 @@ def train(cfg, fused_adamw):
         anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
         div_factor=25, final_div_factor=1e4)
     positions = len(tr) - block  # starts of windows of block + 1 tokens
-    offsets = torch.arange(block + 1)
-    starts = torch.arange(0, len(va) - block, block)  # validation: consecutive windows
+    offsets = torch.arange(block + 1, device=dev)
+    starts = torch.arange(0, len(va) - block, block, device=dev)  # validation: consecutive windows
     gen = torch.Generator().manual_seed(cfg["seed"])
     amp = cfg.get("amp", "off") == "bf16"
     records = []
     for epoch in range(cfg["epochs"]):
         model.train()
         start, loss_sum = time.perf_counter(), 0.0
-        chosen = torch.randperm(positions, generator=gen)[:windows]
+        chosen = torch.randperm(positions, generator=gen)[:windows].to(dev)
         for i in range(0, windows, batch):
             w = tr[chosen[i:i + batch, None] + offsets]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
                 logits = model(w[:, :-1])
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), w[:, 1:].reshape(-1))
             loss.backward()
@@ -159,10 +163,12 @@ def train(cfg, fused_adamw):
             sched.step()
             opt.zero_grad(set_to_none=True)
             loss_sum += loss.item()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         secs = time.perf_counter() - start
         model.eval()
         total, count = 0.0, 0
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
             for i in range(0, len(starts), EVAL_BATCH):
                 w = va[starts[i:i + EVAL_BATCH, None] + offsets]
                 logits = model(w[:, :-1]).float()
@@ -209,6 +215,59 @@ def step_variants(torch, cfg, no_compile, warmup):
     return variants, unavailable
 
 
+def cuda_step_variants(torch, a, conf, lr, wd, fused_adamw):
+    """`ember train --model gpt`'s step on the GPU in PyTorch (the run's config: block, layers,
+    heads, embd, batch; the corpus's vocabulary): forward under autocast when --amp bf16,
+    cross-entropy, backward, gradients clipped at 1, fused AdamW, zero_grad, on one batch of
+    windows already on the GPU. Returns {name: window()} with window() the ms per step over
+    a.repeats steps, eager and (unless --no-compile) torch.compile."""
+    import copy
+    import torch.nn.functional as F
+    from compare_common import cuda_settings
+    cuda_settings(torch)
+    dev, amp = torch.device("cuda"), a.amp == "bf16"
+    train_docs, val_docs = read_fortunes(a.data_dir or fortunes_dir())
+    vocab = len(set("".join(train_docs) + "".join(val_docs)) | {"\n"})
+    block, batch = int(conf["block"]), int(conf["batch-size"])
+    torch.manual_seed(1)
+    w = torch.randint(0, vocab, (batch, block + 1), device=dev)
+    base = make_gpt(torch, vocab, block, int(conf["layers"]), int(conf["heads"]), int(conf["embd"]))
+
+    def variant(compiled):
+        model = copy.deepcopy(base).to(dev)
+        params = list(model.parameters())
+        opt = fused_adamw(torch, [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
+                                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr)
+        run = torch.compile(model) if compiled else model
+        loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+
+        def window():
+            nonlocal loss_sum
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(a.repeats):
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+                    logits = run(w[:, :-1])
+                loss = F.cross_entropy(logits.float().view(-1, vocab), w[:, 1:].reshape(-1))
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                loss_sum += loss.detach()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - start) * 1e3 / a.repeats
+        window()  # warm-up
+        return window
+
+    variants, unavailable = {"eager": variant(False)}, {}
+    if not a.no_compile:
+        try:
+            variants["compile"] = variant(True)
+        except Exception as e:  # no compiler, an unsupported op, ...
+            unavailable["compile"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:160]
+    return variants, unavailable
+
+
 def train_mode(a, script):
     """compare_pytorch.py train --model gpt: ember's default gpt run beside the mirror
     above, run by `script` (compare_pytorch.py) in a child process."""
@@ -228,7 +287,7 @@ def train_mode(a, script):
     m = re.search(r"optimizer\s+adamw, lr ([0-9.e+-]+), weight decay ([0-9.e+-]+)", ember_out)
     cfg = {"model": "gpt", "epochs": int(conf["epochs"]), "batch": int(conf["batch-size"]),
            "limit": int(conf["limit"]), "threads": a.threads, "seed": a.seed, "data_dir": a.data_dir,
-           "amp": a.amp, "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
+           "amp": a.amp, "device": a.device, "lr": float(m.group(1)), "weight_decay": float(m.group(2)),
            **{k: int(conf[k]) for k in ("layers", "heads", "embd", "block")}}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     out, torch_rss = run_child([sys.executable, script, "_torch_worker", json.dumps(cfg)], env)

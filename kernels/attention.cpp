@@ -1,11 +1,13 @@
 // Front for attention: checks (ranks, shapes, dtypes, devices, the dropout
 // probability), the outputs, and one call through the dispatch — the fused
-// kernel on the CPU (kernels/cpu/attention.cpp), the composite path on CUDA
-// (kernels/attention_composite.cpp) until the fused CUDA kernel exists.
+// kernels on the CPU (kernels/cpu/attention.cpp) and on CUDA
+// (kernels/cuda/attention.h), and on CUDA the composite path
+// (kernels/attention_composite.cpp) for what no fused kernel takes.
 #include "kernels/attention.h"
 
 #include "kernels/copy.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/dropout.h"
 #include "kernels/front.h"
 
@@ -70,15 +72,24 @@ AttentionForward attention_forward(const Tensor& q0, const Tensor& k0, const Ten
     const Tensor q = rows_of(q0), k = rows_of(k0), v = rows_of(v0);
     const int64_t b = q.size(0), h = q.size(1), tq = q.size(2), dv = v.size(3);
     AttentionForward r;
+    // [B, Tq, H, Dv] memory seen as [B, H, Tq, Dv]: heads side by side per row.
+    const auto outputs = [&] {
+        r.out = views::permute(empty({b, tq, h, dv}, like(q)), {0, 2, 1, 3});
+        r.lse = empty({b, h, tq}, like(q, lse_dtype(q.dtype())));
+    };
     dispatch({op, q.device(), {&q, &k, &v}, attention_flops(q, v, args.causal)},
              [&] {
-                 // [B, Tq, H, Dv] memory seen as [B, H, Tq, Dv]: heads side by side per row.
-                 r.out = views::permute(empty({b, tq, h, dv}, like(q)), {0, 2, 1, 3});
-                 r.lse = empty({b, h, tq}, like(q, lse_dtype(q.dtype())));
+                 outputs();
                  cpu::attention_forward(view_of(r.out, op), view_of(r.lse, op), view_of(q, op),
                                         view_of(k, op), view_of(v, op), args);
              },
-             [&](auto) { r = attention_forward_composite(q, k, v, args); });
+             [&](auto stream) {
+                 outputs();
+                 if (!cuda::attention_forward(view_of(r.out, op), view_of(r.lse, op),
+                                              view_of(q, op), view_of(k, op), view_of(v, op), args,
+                                              stream))
+                     r = attention_forward_composite(q, k, v, args);
+             });
     return r;
 }
 
@@ -111,18 +122,26 @@ AttentionGrads attention_backward(const Tensor& grad_out0, const Tensor& q0, con
                  out = rows_of(out0);
     AttentionGrads r;
     if (into) r = *into;
+    const auto outputs = [&] {
+        if (into) return;
+        r.q = empty(q.shape(), like(q));
+        r.k = empty(k.shape(), like(k));
+        r.v = empty(v.shape(), like(v));
+    };
     dispatch({op, q.device(), {&g, &q, &k, &v, &out, &lse}, 2.5 * attention_flops(q, v, args.causal)},
              [&] {
-                 if (!into) {
-                     r.q = empty(q.shape(), like(q));
-                     r.k = empty(k.shape(), like(k));
-                     r.v = empty(v.shape(), like(v));
-                 }
+                 outputs();
                  cpu::attention_backward(view_of(r.q, op), view_of(r.k, op), view_of(r.v, op),
                                          view_of(g, op), view_of(q, op), view_of(k, op),
                                          view_of(v, op), view_of(out, op), view_of(lse, op), args);
              },
-             [&](auto) {
+             [&](auto stream) {
+                 outputs();
+                 if (cuda::attention_backward(view_of(r.q, op), view_of(r.k, op),
+                                              view_of(r.v, op), view_of(g, op), view_of(q, op),
+                                              view_of(k, op), view_of(v, op), view_of(out, op),
+                                              view_of(lse, op), args, stream))
+                     return;
                  AttentionGrads c = attention_backward_composite(g, q, k, v, out, lse, args);
                  if (!into) {
                      r = std::move(c);

@@ -1,5 +1,6 @@
 // The transformer on CUDA against the CPU: attention (the composite CUDA
-// path against the fused CPU kernel: forward, lse, gradients, causal or not,
+// path, the fused kernels' fallback, against the fused CPU kernel: forward,
+// lse, gradients, causal or not,
 // f32 without TF32 and bf16, dropout's mask), a GPT training step (loss,
 // every gradient and the AdamW update, no host sync inside the step), and
 // generation's cached logits. tools/device/check.sh runs these.
@@ -61,9 +62,9 @@ TEST_CASE("cuda attention: the composite path equals the CPU's fused kernel", "[
             const kernels::AttentionGrads dcpu =
                 kernels::attention_backward(g, q, kk, v, cpu.out, cpu.lse, a);
             const kernels::AttentionForward gpu =
-                kernels::attention_forward(q.to(kGpu), kk.to(kGpu), v.to(kGpu), a);
+                kernels::attention_forward_composite(q.to(kGpu), kk.to(kGpu), v.to(kGpu), a);
             REQUIRE(gpu.out.device() == kGpu);
-            const kernels::AttentionGrads dgpu = kernels::attention_backward(
+            const kernels::AttentionGrads dgpu = kernels::attention_backward_composite(
                 g.to(kGpu), q.to(kGpu), kk.to(kGpu), v.to(kGpu), gpu.out, gpu.lse, a);
             // bf16: the GPU's products and probabilities are rounded to bf16.
             const double tol = dt == DType::bf16 ? 3e-2 : 2e-5;

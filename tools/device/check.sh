@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One run on a machine with an NVIDIA GPU: build the CUDA backend for sm_90,
 # run the CUDA tests (CUDA against the CPU backend), the GPU benchmarks and
-# their PyTorch peer (tools/device/torch_peer.py), `ember train --device
+# their PyTorch peer (tools/device/torch_peer.py; the fused attention beside
+# PyTorch's flash SDPA), `ember train --device
 # cuda` end to end on synthetic data (no dataset needed), the reference
 # models' training steps beside PyTorch's on the same GPU
-# (bench/compare_pytorch.py step --device cuda: f32, and bf16 autocast), a
+# (bench/compare_pytorch.py step --device cuda: f32, and bf16 autocast;
+# mlp, resnet8 and the gpt), a
 # profiled resnet8 (trace.json) and `ember doctor` on the GPU, and print a
 # short table last. Expects .deps from tools/device/prepare.sh when
 # the Debian packages are missing. Results go to $OUT (or ./device-out).
@@ -50,6 +52,13 @@ if [ $bench_rc -eq 0 ]; then
     timeout 120 python3 tools/device/torch_peer.py "$out/bench.json" > "$out/peer.txt" 2>&1
     peer_rc=$?
 fi
+# The fused attention's rows (bf16, B·H = 16·16, T 512..8192, D 64 and 128,
+# decode) beside PyTorch's flash SDPA on the same shapes.
+timeout 240 build/device/tools/ember bench attention --device cuda --json > "$out/attention.json" \
+    2> "$out/attention_err.txt"
+attn_rc=$?
+[ $attn_rc -eq 0 ] && timeout 180 python3 tools/device/torch_peer.py "$out/attention.json" \
+    > "$out/attention_peer.txt" 2>&1
 # ember train on the GPU end to end (mlp, resnet8, and resnet8 on
 # channels-last batches): loader batches on the device, metrics,
 # evaluation, checkpoint; each step record must show exactly one host sync
@@ -78,7 +87,7 @@ assert not bad, f"step records with host_syncs != 1: {bad}"
 print(f"metrics ok: {steps[-1]['samples_per_s']:.0f} samples/s, test accuracy {epochs[0]['test_acc']:.3f}")
 PY
 done
-# A gpt on the GPU (attention through the composite path) on the docs/
+# A gpt on the GPU (the fused attention; f32: a warp per row) on the docs/
 # folder as its text (the machine has no fortunes package), then sampled.
 timeout 180 build/device/tools/ember train --model gpt --data docs --device cuda --epochs 1 \
     --limit 4096 --log-every 16 --workers 2 --out "$work/run-gpt" > "$work/train_gpt.txt" 2>&1 \
@@ -104,6 +113,11 @@ for model in mlp resnet8; do
             > "$work/steps_${model}_$amp.json" 2> "$work/steps_${model}_$amp.err" || steps_rc=1
     done
 done
+for amp in off bf16; do  # the gpt's step (fused attention) beside PyTorch eager's
+    timeout 120 python3 bench/compare_pytorch.py step --device cuda --model gpt --amp "$amp" \
+        --data-dir docs --no-compile --rounds 3 --repeats 20 --ember build/device/tools/ember --json \
+        > "$work/steps_gpt_$amp.json" 2> "$work/steps_gpt_$amp.err" || steps_rc=1
+done
 # The profiler and the doctor on the GPU (docs/profiling.md, docs/doctor.md):
 # a trace with the CUDA stream's kernel times, and the GPU's trials.
 prof_rc=0
@@ -117,11 +131,14 @@ echo
 echo "== CUDA rows against PyTorch (ember ms / torch ms; below 1 is faster)"
 cat "$out/peer.txt" 2>/dev/null | head -70
 echo
+echo "== fused attention against PyTorch's flash SDPA (ember ms / torch ms; below 1 is faster)"
+grep -E '^attention' "$out/attention_peer.txt" 2>/dev/null | head -50
+echo
 echo "== training steps against PyTorch on the same GPU (ms per step; x: PyTorch ms / ember ms, > 1: ember faster)"
 python3 - "$work" <<'PY'
 import json, os, sys
 print(f"{'model':9}{'precision':10}{'ember':>9}{'eager':>9}{'ch_last':>9}{'x eager':>9}{'x best':>8}{'data wait':>11}")
-for model in ("mlp", "resnet8"):
+for model in ("mlp", "resnet8", "gpt"):
     for amp in ("off", "bf16"):
         path = os.path.join(sys.argv[1], f"steps_{model}_{amp}.json")
         try:
@@ -144,11 +161,13 @@ echo "gpu:        $(tail -1 "$out/gpu.txt")"
 echo "test_cuda:  rc=$tests_rc  $(grep -E 'test cases|All tests passed' "$out/test_cuda.txt" | tail -1)"
 echo "bench:      rc=$bench_rc  ($(grep -c '"family"' "$out/bench.json") rows in bench.json)"
 echo "torch peer: rc=$peer_rc"
+echo "attention:  rc=$attn_rc  ($(grep -c '"family"' "$out/attention.json" 2>/dev/null) rows)"
 echo "train:      rc=$train_rc  $(grep -h 'metrics ok' "$work"/train_*.txt | tr '\n' ' ')"
 echo "vs torch:   rc=$steps_rc  (models.txt)"
 echo "profile:    rc=$prof_rc  $(grep -h '^ops \|^on the GPU' "$work/train_profile.txt" | tr '\n' ' ')"
 echo "doctor:     $(grep -h 'the doctor took' "$work/train_doctor.txt")"
 [ $tests_rc -ne 0 ] && grep -B3 -A12 'FAILED' "$out/test_cuda.txt" | head -60
 [ $bench_rc -ne 0 ] && tail -5 "$out/bench_err.txt"
+[ $attn_rc -ne 0 ] && tail -5 "$out/attention_err.txt"
 [ $train_rc -ne 0 ] && tail -n 8 "$work"/train_*.txt
 exit $tests_rc

@@ -6,7 +6,8 @@ has an equivalent for (copies, casts, elementwise ops), times PyTorch on the
 same shapes and dtypes on the same GPU (reductions, softmax and the nn
 family's norms, cross-entropy, pooling, embedding and dropout; the matmul
 family's GEMMs with the same TF32 setting, the conv family's cuDNN passes in
-the same layout): CUDA events around each run, the L2
+the same layout, attention through F.scaled_dot_product_attention's flash
+backend): CUDA events around each run, the L2
 flushed before it, median of repeats. Prints one line per row: both times and
 ember's time over PyTorch's. Uses the PyTorch it finds; installs nothing.
 Usage: torch_peer.py bench.json [--repeats N]
@@ -80,6 +81,8 @@ def peer(row):
         return matmul_peer(kernel, shapes)
     if family == "conv":
         return conv_peer(kernel, shapes)
+    if family == "attention":
+        return attention_peer(kernel, row["shape"], shapes)
     if family != "elementwise":
         return None
     name, scalar = kernel.replace(" scalar", ""), kernel.endswith(" scalar")
@@ -285,6 +288,32 @@ def conv_peer(kernel, shapes):
     mask = [what.endswith("input"), what.endswith("weight"), False]
     return lambda: A.convolution_backward(dy, x, w, None, [stride, stride], [pad, pad], [1, 1],
                                           False, [0, 0], 1, mask)
+
+
+def attention_peer(kernel, field, shapes):
+    """bench/attention_gpu.cpp's rows: "attention forward bf16" / "attention backward bf16" on
+    [B, H, T, D] (causal or not) through F.scaled_dot_product_attention's flash backend, and
+    "attention decode bf16" (one query row per head against T keys) through its default choice."""
+    m = re.match(r"attention (forward|backward|decode) (bf16|f16)$", kernel)
+    if not m or not shapes:
+        return None
+    what, dtype = m.group(1), DTYPES[m.group(2)]
+    b, h, t, d = shapes[0]
+    causal = field.endswith("causal")
+    q, k, v, g = inputs([(b, h, 1 if what == "decode" else t, d), (b, h, t, d), (b, h, t, d),
+                         (b, h, t, d)], 4, dtype)
+    if what == "decode":
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def flash(q, k, v):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if what == "forward":
+        return lambda: flash(q, k, v)
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    out = flash(q, k, v)
+    return lambda: torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
 
 
 def main():
