@@ -30,7 +30,8 @@ AttnScalars scalars_of(const AttentionArgs& args) {
     a.scale = float(args.scale);
     a.scale64 = args.scale;
     a.dropout_p = float(args.dropout_p);
-    a.keep_scale = float(1.0 / (1.0 - args.dropout_p));
+    a.keep_scale = 1.0f / (1.0f - float(args.dropout_p));  // as the CPU kernel forms it
+    a.keep_scale64 = 1.0 / (1.0 - args.dropout_p);
     a.seed = args.seed;
     a.first_block = args.first_block;
     return a;

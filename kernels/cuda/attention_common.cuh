@@ -36,6 +36,7 @@ struct AttnScalars {
     double scale64 = 1;
     float dropout_p = 0;
     float keep_scale = 1;  ///< 1 / (1 − p)
+    double keep_scale64 = 1;
     uint64_t seed = 0, first_block = 0;
 };
 

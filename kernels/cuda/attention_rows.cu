@@ -47,6 +47,15 @@ __device__ __forceinline__ A scale_of(const AttnScalars& a) {
         return a.scale;
 }
 
+// 1 / (1 − p) in the accumulation type.
+template <class A>
+__device__ __forceinline__ A keep_scale_of(const AttnScalars& a) {
+    if constexpr (std::is_same_v<A, double>)
+        return a.keep_scale64;
+    else
+        return a.keep_scale;
+}
+
 // A row of n values of head bh into this lane's registers (0 past n).
 template <class T, int kPer>
 __device__ __forceinline__ void load_row(Acc<T> (&r)[kPer], const Heads& h, int64_t bh, int64_t t,
@@ -114,7 +123,7 @@ __device__ void row_over_keys(RowState<Acc<T>, kPer>& st, const Acc<T> (&qr)[kPe
         const A alpha = math::exp_nonpositive(st.m - mnew), p = math::exp_nonpositive(x - mnew);
         st.l = st.l * alpha + p;
         A kept = p;
-        if (a.dropout_p > 0) kept = attn_keep(a, s, bh, row, key) ? p * A(a.keep_scale) : A(0);
+        if (a.dropout_p > 0) kept = attn_keep(a, s, bh, row, key) ? p * keep_scale_of<A>(a) : A(0);
         const T* vr = v.row<T>(bh, key);
 #pragma unroll
         for (int c = 0; c < kPer; ++c) {
@@ -255,7 +264,7 @@ __global__ void dq_rows(AttentionShape s, int64_t row_tiles, Heads dq, Heads g, 
     for (int64_t key = 0; key < keys; ++key) {
         const A p = math::exp_nonpositive(dot_row<T, kPer>(qr, k, bt.bh, key, s.d, lane) * sc - l);
         A dp = dot_row<T, kPer>(gr, v, bt.bh, key, s.dv, lane);
-        if (a.dropout_p > 0) dp = attn_keep(a, s, bt.bh, row, key) ? dp * A(a.keep_scale) : A(0);
+        if (a.dropout_p > 0) dp = attn_keep(a, s, bt.bh, row, key) ? dp * keep_scale_of<A>(a) : A(0);
         const A ds = p * (dp - d);
         const T* kr = k.row<T>(bt.bh, key);
 #pragma unroll
@@ -287,8 +296,8 @@ __global__ void dkv_rows(AttentionShape s, int64_t key_tiles, Heads dk, Heads dv
         A dp = dot_row<T, kPer>(vr, g, bt.bh, row, s.dv, lane), kept = p;
         if (a.dropout_p > 0) {
             const bool keep = attn_keep(a, s, bt.bh, row, key);
-            kept = keep ? p * A(a.keep_scale) : A(0);
-            dp = keep ? dp * A(a.keep_scale) : A(0);
+            kept = keep ? p * keep_scale_of<A>(a) : A(0);
+            dp = keep ? dp * keep_scale_of<A>(a) : A(0);
         }
         const A ds = p * (dp - rowd[i]);
         const T* qr = q.row<T>(bt.bh, row);
