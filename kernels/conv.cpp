@@ -9,7 +9,9 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/policy.h"
 #include "kernels/cuda/conv.h"
+#include "kernels/cuda/policy.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -18,13 +20,6 @@ namespace {
 
 std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
 
-// Whether a conv computing in ct on `device` reads channels-last operands as
-// they lie: the CPU's kernels where they fit (cpu_fits); cuDNN takes NHWC
-// for every dtype but f64.
-bool native_channels_last(DType ct, Device device, bool cpu_fits) {
-    return device.is_cuda() ? ct != DType::f64 : cpu_fits;
-}
-
 // The weight in cuDNN's NHWC filter order (OHWI): itself when its memory is
 // already so (a 1×1 or one-channel kernel lies the same either way), else a copy.
 Tensor filter_nhwc(const Tensor& weight) {
@@ -32,11 +27,6 @@ Tensor filter_nhwc(const Tensor& weight) {
                ? weight
                : contiguous(weight, MemoryFormat::channels_last);
 }
-
-// The dtype a conv of dtype dt computes in on `device`: the CPU kernels take
-// f32 and f64 (f16/bf16 computed in f32, rounded once); cuDNN takes all four
-// (f16/bf16 accumulated in f32).
-DType compute_dtype(DType dt, Device device) { return device.is_cuda() ? dt : acc_dtype(dt); }
 
 // t as a contiguous tensor of dtype ct (undefined stays undefined).
 Tensor dense(const Tensor& t, DType ct) {
@@ -123,21 +113,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                 describe(bias));
     const int64_t n = s.n, o = s.o;
     const DType dt = input.dtype();
-    const DType ct = compute_dtype(dt, input.device());
     // The result takes the input's memory format. A channels-last input is
-    // read as it lies where the backend has a channels-last kernel;
-    // elsewhere the conv runs in NCHW and its result is converted.
+    // read as it lies where the backend has a channels-last kernel
+    // (kernels/*/policy.h); elsewhere the conv runs in NCHW and its result
+    // is converted.
     const MemoryFormat format = input.suggest_memory_format();
-    const bool native =
-        format == MemoryFormat::channels_last && ct == dt &&
-        native_channels_last(ct, input.device(), cpu::conv2d_channels_last_fits(s, ct));
+    const bool last = format == MemoryFormat::channels_last;
+    const ConvPlan plan = backend_choice(
+        "conv2d", input.device(), [&] { return cpu::conv2d_plan(s, dt, last); },
+        [&](auto) { return cuda::conv2d_plan(dt, last); });
+    const DType ct = plan.compute;
+    const bool native = plan.channels_last;
     const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct), computed);
     if (out.numel() > 0) {
         const Tensor x = native ? contiguous(input, computed) : dense(input, ct);
         // cuDNN's NHWC filter is the weight's channels-last memory; the CPU packs OIHW itself.
-        const bool filter_last = native && input.device().is_cuda();
-        const Tensor wt = filter_last ? filter_nhwc(weight) : dense(weight, ct);
+        const Tensor wt = plan.filter_last ? filter_nhwc(weight) : dense(weight, ct);
         const Tensor b = dense(bias, ct);
         const void* bp = b.defined() ? b.data_ptr() : nullptr;
         dispatch(
@@ -186,18 +178,19 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
     const Tensor dy = unbatched ? views::unsqueeze(grad_output, 0) : grad_output;
 
     const DType dt = input.dtype();
-    const DType ct = compute_dtype(dt, x.device());
     // grad_input takes the input's memory format. Channels-last operands are
     // read as they lie where the backend has channels-last kernels for the
     // asked-for gradients; elsewhere the pass runs in NCHW.
     const MemoryFormat format = x.suggest_memory_format();
-    const bool native =
-        format == MemoryFormat::channels_last && ct == dt &&
-        native_channels_last(ct, x.device(),
-                             cpu::conv2d_backward_channels_last_fits(s, ct, need[0], need[1]));
+    const bool last = format == MemoryFormat::channels_last;
+    const ConvPlan plan = backend_choice(
+        op, x.device(), [&] { return cpu::conv2d_backward_plan(s, dt, last, need[0], need[1]); },
+        [&](auto) { return cuda::conv2d_plan(dt, last); });
+    const DType ct = plan.compute;
+    const bool native = plan.channels_last;
     const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
     // cuDNN's NHWC filter is the weight's channels-last memory (grad_weight's too).
-    const bool filter_last = native && x.device().is_cuda();
+    const bool filter_last = plan.filter_last;
     Conv2dGrads g;
     if (need[0]) g.input = empty(x.shape(), like(x, ct), computed);
     if (need[1])

@@ -27,6 +27,16 @@ struct Conv2dShape {
     double flops() const { return 2.0 * double(n * o * oh * ow) * double(c / groups * kh * kw); }
 };
 
+/// What a backend takes for one convolution (kernels/cpu/policy.h,
+/// kernels/cuda/policy.h): the dtype it computes in, whether it reads
+/// channels-last operands as they lie, and whether its filter is then the
+/// weight's channels-last memory.
+struct ConvPlan {
+    DType compute = DType::f32;
+    bool channels_last = false;
+    bool filter_last = false;
+};
+
 /// conv2d(input [N, C, H, W] or [C, H, W], weight [O, C/groups, kH, kW],
 /// bias [O] or undefined) -> [N, O, OH, OW] with OH = (H + 2·ph − dh·(kH − 1)
 /// − 1) / sh + 1 (and likewise OW). Zero padding; groups split C and O into

@@ -8,8 +8,9 @@
 //
 // dispatch() opens the op scope and runs the entry point of the call's
 // device: on CUDA with the device made current (DeviceGuard) and this
-// thread's current stream of that device. It is the only place in kernels/
-// that names EMBER_WITH_CUDA, and the one place where the profiler
+// thread's current stream of that device. With backend_choice (a backend's
+// policy, asked before the front allocates) it is the only place in kernels/
+// that names EMBER_WITH_CUDA or tests a device, and the one place where the profiler
 // (kernels/profile.h) and the sync-debug check live (one branch each when off). See
 // docs/architecture.md, "One op, end to end".
 #pragma once
@@ -101,6 +102,26 @@ void dispatch(const OpCall& call, Cpu&& on_cpu, Cuda&& on_cuda) {
             break;
     }
     unsupported_device(call.name, call.device);
+}
+
+/// A backend's answer for `device` to a front's question about the op `op`
+/// — its policy: the dtype it computes in, the layout it reads, whether a
+/// fused path applies (kernels/cpu/policy.h, kernels/cuda/policy.h). Fronts
+/// ask it before they allocate, so that none names a device. Nothing runs
+/// and no op scope opens. `on_cuda` is a generic lambda (Note [CUDA entry
+/// points as generic lambdas]), called with the device; both return one type.
+template <class Cpu, class Cuda>
+auto backend_choice(const char* op, Device device, Cpu&& on_cpu, Cuda&& on_cuda) {
+    switch (device.type) {
+        case DeviceType::cpu:
+            return on_cpu();
+        case DeviceType::cuda:
+#if EMBER_WITH_CUDA
+            return on_cuda(device);
+#endif
+            break;
+    }
+    unsupported_device(op, device);
 }
 
 }  // namespace ember::kernels

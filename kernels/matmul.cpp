@@ -8,9 +8,10 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/policy.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/matmul_plan.h"
+#include "kernels/cuda/policy.h"
 #include "kernels/elementwise.h"
 #include "kernels/front.h"
 #include "kernels/reduce.h"
@@ -29,25 +30,30 @@ void check_operands(std::initializer_list<const Tensor*> ts, const char* op) {
     const DType t = first.dtype();
     EMBER_CHECK(is_floating(t) || t == DType::i32 || t == DType::i64, op, ": dtype ", dtype_name(t),
                 " is not supported (f32, f64, f16, bf16, i32, i64), got ", describe(first));
-    EMBER_CHECK(is_floating(t) || !first.device().is_cuda(), op, ": integer dtypes are not ",
+    const bool takes = backend_choice(
+        op, first.device(), [&] { return cpu::matmul_takes(t); },
+        [&](auto) { return cuda::matmul_takes(t); });
+    EMBER_CHECK(takes, op, ": integer dtypes are not ",
                 "supported on cuda (cuBLAS multiplies f32, f64, f16 and bf16), got ",
                 describe(first), "; cast to a floating dtype or multiply on the CPU");
 }
 
 Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
-// t ready for the GEMM, in dtype `ct`: read in place when one of its matrix
-// strides is 1 (a transposed view included); a copy only when neither is, or,
-// on CUDA, when no leading dim describes it to cuBLAS (broadcast or
-// overlapping rows: Note [Row-major products on column-major cuBLAS]).
-Tensor gemm_operand(const Tensor& t, DType ct) {
+// t ready for the GEMM, in dtype `ct`: read in place where the backend
+// reads it (kernels/*/policy.h: one of its matrix strides is 1, a transposed
+// view included; on CUDA also a leading dim that describes it to cuBLAS, not
+// broadcast or overlapping rows: Note [Row-major products on column-major
+// cuBLAS]); else a copy.
+Tensor gemm_operand(const Tensor& t, DType ct, const char* op) {
     if (t.dtype() != ct) return cast(t, ct);  // contiguous already
     if (t.numel() == 0) return t;
     const int64_t n = t.dim();
     const int64_t rows = t.size(n - 2), cols = t.size(n - 1);
     const int64_t rs = t.stride(n - 2), cs = t.stride(n - 1);
-    const bool mapped = t.device().is_cuda() ? cuda::blas_matrix(rows, cols, rs, cs).has_value()
-                                             : matrix_layout(rows, cols, rs, cs).has_value();
+    const bool mapped = backend_choice(
+        op, t.device(), [&] { return cpu::gemm_reads_in_place(rows, cols, rs, cs); },
+        [&](auto) { return cuda::gemm_reads_in_place(rows, cols, rs, cs); });
     return mapped ? t : contiguous(t);
 }
 
@@ -87,12 +93,15 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
 
     // The CPU computes f16/bf16 in f32, rounded once at the end; cuBLAS reads
     // and writes them as they are and accumulates in f32 itself.
-    const DType dt = a.dtype(), ct = a.device().is_cuda() ? dt : acc_dtype(dt);
+    const DType dt = a.dtype();
+    const DType ct = backend_choice(
+        op, a.device(), [&] { return cpu::product_dtype(dt); },
+        [&](auto) { return cuda::product_dtype(dt); });
     Tensor out = empty(shape, like(a, ct));
     if (c.defined()) copy(out, c);
     if (out.numel() > 0)
-        gemm_into(out, views::expand(gemm_operand(a, ct), sa),
-                  views::expand(gemm_operand(b, ct), sb), c.defined(), op);
+        gemm_into(out, views::expand(gemm_operand(a, ct, op), sa),
+                  views::expand(gemm_operand(b, ct, op), sb), c.defined(), op);
     return ct == dt ? out : cast(out, dt);
 }
 

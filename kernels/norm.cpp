@@ -10,7 +10,9 @@
 
 #include "kernels/copy.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/policy.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/policy.h"
 #include "kernels/front.h"
 
 namespace ember::kernels {
@@ -85,12 +87,16 @@ int64_t check_batch_input(const char* op, const Tensor& x, const Tensor& weight,
 MemoryFormat layout(const Tensor& x) { return x.suggest_memory_format(); }
 
 // A dense x (contiguous or channels-last, non-empty) as the kernels' [N, C, S]:
-// on the CPU the [N, C, S] view of either layout (the kernels read the
-// strides); on CUDA a contiguous one, a channels-last x as [N·H·W, C, 1]
-// (whole rows of C channels; kernels/cuda/batch_norm.cu).
+// the [N, C, S] view of either layout where the backend reads the strides
+// (the CPU); where it takes channels as rows (CUDA: kernels/*/policy.h) a
+// contiguous one, a channels-last x as [N·H·W, C, 1] (whole rows of C
+// channels; kernels/cuda/batch_norm.cu).
 View ncs_view(const Tensor& xc, const char* op) {
     const Shape& s = xc.shape();
-    if (xc.device().is_cuda() && !xc.is_contiguous()) {
+    const bool rows_of_channels = backend_choice(
+        op, xc.device(), [] { return cpu::batch_norm_channels_last_rows(); },
+        [](auto) { return cuda::batch_norm_channels_last_rows(); });
+    if (rows_of_channels && !xc.is_contiguous()) {
         EMBER_INTERNAL_ASSERT(xc.dim() == 4 && xc.is_contiguous(MemoryFormat::channels_last));
         const auto rows = views::try_view(views::permute(xc, {0, 2, 3, 1}), {-1, s[1], 1});
         EMBER_INTERNAL_CHECK(rows.has_value(), "batch norm: a channels-last ", describe(xc),

@@ -1,0 +1,55 @@
+// What the CPU backend takes, for the fronts that ask before they allocate:
+// the dtype its products compute in, which operands its GEMM reads in
+// place, whether its convolutions read channels-last operands as they lie,
+// how its batch norm reads a channels-last x. Asked through
+// kernels/dispatch.h's backend_choice, so no front names a device; the CUDA
+// backend's answers are kernels/cuda/policy.h.
+#pragma once
+
+#include <cstdint>
+
+#include "../../core/dtype.h"
+#include "../conv.h"
+#include "../matmul.h"
+#include "conv.h"
+
+namespace ember::kernels::cpu {
+
+/// The dtype matmul and conv2d compute in: f16 and bf16 in f32, rounded once
+/// at the end; every other dtype as it is.
+inline DType product_dtype(DType dt) {
+    return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+}
+
+/// Whether matmul multiplies this dtype (f32, f64, f16, bf16, i32, i64: all
+/// the products' dtypes; integers by Eigen).
+inline bool matmul_takes(DType) { return true; }
+
+/// Whether the GEMM reads a [rows, cols] operand with these strides in
+/// place (matrix_layout: one unit stride).
+inline bool gemm_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride,
+                                int64_t col_stride) {
+    return matrix_layout(rows, cols, row_stride, col_stride).has_value();
+}
+
+/// conv2d of dtype dt on an input whose memory is channels-last or not:
+/// computed in product_dtype; channels-last operands read as they lie where
+/// the channels-last kernels fit; the weight always packed from OIHW.
+inline ConvPlan conv2d_plan(const Conv2dShape& s, DType dt, bool channels_last) {
+    const DType ct = product_dtype(dt);
+    return {ct, channels_last && ct == dt && conv2d_channels_last_fits(s, ct), false};
+}
+/// The same for conv2d_backward's asked-for gradients.
+inline ConvPlan conv2d_backward_plan(const Conv2dShape& s, DType dt, bool channels_last,
+                                     bool grad_input, bool grad_weight) {
+    const DType ct = product_dtype(dt);
+    return {ct,
+            channels_last && ct == dt &&
+                conv2d_backward_channels_last_fits(s, ct, grad_input, grad_weight),
+            false};
+}
+
+/// Batch norm reads x as [N, C, S] through its strides, channels-last or not.
+inline bool batch_norm_channels_last_rows() { return false; }
+
+}  // namespace ember::kernels::cpu
