@@ -29,7 +29,7 @@ Tensor filter_nhwc(const Tensor& weight) {
 }
 
 // t as a contiguous tensor of dtype ct (undefined stays undefined).
-Tensor dense(const Tensor& t, DType ct) {
+Tensor contiguous_in(const Tensor& t, DType ct) {
     if (!t.defined()) return t;
     return t.dtype() == ct ? contiguous(t) : cast(t, ct);
 }
@@ -127,10 +127,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
     const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct), computed);
     if (out.numel() > 0) {
-        const Tensor x = native ? contiguous(input, computed) : dense(input, ct);
+        const Tensor x = native ? contiguous(input, computed) : contiguous_in(input, ct);
         // cuDNN's NHWC filter is the weight's channels-last memory; the CPU packs OIHW itself.
-        const Tensor wt = plan.filter_last ? filter_nhwc(weight) : dense(weight, ct);
-        const Tensor b = dense(bias, ct);
+        const Tensor wt = plan.filter_last ? filter_nhwc(weight) : contiguous_in(weight, ct);
+        const Tensor b = contiguous_in(bias, ct);
         const void* bp = b.defined() ? b.data_ptr() : nullptr;
         dispatch(
             {"conv2d", input.device(), {&out, &x, &wt, &b}, s.flops()},
@@ -202,12 +202,12 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         // Only what the asked-for gradients read: the weight for grad_input,
         // the input for grad_weight.
         auto operand = [&](const Tensor& t) {
-            return native ? contiguous(t, computed) : dense(t, ct);
+            return native ? contiguous(t, computed) : contiguous_in(t, ct);
         };
         const Tensor y = operand(dy), xin = need[1] ? operand(x) : Tensor();
         const Tensor w = !need[0]      ? Tensor()
                          : filter_last ? filter_nhwc(weight)
-                                       : dense(weight, ct);
+                                       : contiguous_in(weight, ct);
         auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
         dispatch(
             {op,

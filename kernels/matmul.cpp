@@ -1,7 +1,7 @@
 // Front for the matrix products: argument checks (shapes, dtypes and devices
 // in the message), torch.matmul's promotion of 1-d operands and broadcasting
 // of batch dims, output allocation, then one call through the dispatch. Every
-// product funnels into `product`, which funnels into one backend call.
+// product funnels into `broadcast_gemm`, which funnels into one backend call.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -73,7 +73,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
 // a · b (+ c) for operands of >= 2 dims whose batch dims broadcast; c, when
 // defined, broadcasts to the result and is its starting value. a0 and b0 are
 // the caller's tensors, named in messages.
-Tensor product(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& a0,
+Tensor broadcast_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& a0,
                const Tensor& b0, const char* op) {
     const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
     EMBER_CHECK(b.size(-2) == k, op, ": cannot multiply ", describe(a0), " by ", describe(b0),
@@ -168,8 +168,8 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const ch
 // out] product when x's rows stack.
 Tensor plain_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
     if (x.dim() == 1)
-        return views::squeeze(product(views::unsqueeze(x, 0), views::t(w), bias, x, w, op), 0);
-    return product(x, views::t(w), bias, x, w, op);
+        return views::squeeze(broadcast_gemm(views::unsqueeze(x, 0), views::t(w), bias, x, w, op), 0);
+    return broadcast_gemm(x, views::t(w), bias, x, w, op);
 }
 
 }  // namespace
@@ -180,7 +180,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 describe(a), " and ", describe(b));
     // A 1-d operand is a row vector on the left, a column vector on the right;
     // the added dim is removed from the result.
-    Tensor out = product(a.dim() == 1 ? views::unsqueeze(a, 0) : a,
+    Tensor out = broadcast_gemm(a.dim() == 1 ? views::unsqueeze(a, 0) : a,
                          b.dim() == 1 ? views::unsqueeze(b, 1) : b, Tensor(), a, b, "matmul");
     if (a.dim() == 1) out = views::squeeze(out, -2);
     if (b.dim() == 1) out = views::squeeze(out, -1);
@@ -194,14 +194,14 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
                 describe(b));
     EMBER_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", describe(a), " and ",
                 describe(b));
-    return product(a, b, Tensor(), a, b, "bmm");
+    return broadcast_gemm(a, b, Tensor(), a, b, "bmm");
 }
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b) {
     check_operands({&c, &a, &b}, "addmm");
     EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-d operands, got ", describe(a),
                 " and ", describe(b));
-    return product(a, b, c, a, b, "addmm");
+    return broadcast_gemm(a, b, c, a, b, "addmm");
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {

@@ -25,7 +25,7 @@ View optional_view(const Tensor& t, const char* op) {
 
 // The product of s[from:], saturating at the int64 maximum (0 if a size is 0):
 // the sizes of an empty tensor may multiply past int64.
-int64_t product(const Shape& s, size_t from, size_t to) {
+int64_t dims_numel(const Shape& s, size_t from, size_t to) {
     for (size_t i = from; i < to; ++i)
         if (s[i] == 0) return 0;
     int64_t n = 1;
@@ -103,7 +103,7 @@ View ncs_view(const Tensor& xc, const char* op) {
                              " is not a [N·H·W, C] view");
         return view_of(*rows, op);
     }
-    return view_of(reshape(xc, {s[0], s[1], product(s, 2, s.size())}), op);
+    return view_of(reshape(xc, {s[0], s[1], dims_numel(s, 2, s.size())}), op);
 }
 
 // A gradient for a parameter: its shape, and its dtype (or the statistics dtype).
@@ -139,7 +139,7 @@ BatchNormForward train_forward(const char* op, const Tensor& x, const Tensor& we
     EMBER_CHECK(momentum >= 0 && momentum <= 1, op, ": momentum must be in [0, 1], got ", momentum);
     Shape counted = x.shape();  // the values per channel: every dim but C
     counted.erase(counted.begin() + 1);
-    const int64_t n = product(counted, 0, counted.size());
+    const int64_t n = dims_numel(counted, 0, counted.size());
     EMBER_CHECK(n >= 2, op, ": expected more than 1 value per channel when training, got input ",
                 describe(x));
     const TensorOptions stats = like(x, acc_dtype(x.dtype()));
@@ -332,7 +332,7 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_sha
         fill(r.rstd, NAN);
         return r;
     }
-    const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
+    const int64_t R = dims_numel(x.shape(), 0, axis), M = dims_numel(x.shape(), axis, x.shape().size());
     const Tensor xc = contiguous(x);  // perf: strided input copied first
     const Tensor w = flat_param(weight, M), b = flat_param(bias, M);
     const LayerNormArgs a{view_of(views::view(r.output, {R, M}), op),
@@ -365,7 +365,7 @@ NormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Shape
         if (r.bias.defined()) fill(r.bias, 0);
         return r;
     }
-    const int64_t R = product(x.shape(), 0, axis), M = product(x.shape(), axis, x.shape().size());
+    const int64_t R = dims_numel(x.shape(), 0, axis), M = dims_numel(x.shape(), axis, x.shape().size());
     // perf: strided inputs are copied first.
     const Tensor xc = contiguous(x), gc = contiguous(grad_y), w = flat_param(weight, M);
     const Tensor m = contiguous(mean), s = contiguous(rstd);

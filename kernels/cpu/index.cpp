@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/loop.h"
+#include "kernels/index_lines.h"
 #include "kernels/math.h"
 
 namespace ember::kernels::cpu {
@@ -114,32 +115,6 @@ Bad gather_sized(const View& out, const View& in, const View& index, int64_t dim
     });
 }
 
-// a + b in T's arithmetic: Acc<T> for floats (one rounding back to T), modulo
-// 2^bits for integers (no signed overflow), `or` for bool.
-template <class T>
-T add(T a, T b) {
-    if constexpr (std::is_same_v<T, bool>) {
-        return a || b;
-    } else if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        return T(U(U(a) + U(b)));
-    } else {
-        return math::cast<T>(math::load(a) + math::load(b));
-    }
-}
-
-// `v` without dim `dim`, seen through `shape` (index's shape, also without dim).
-View drop_dim(const View& v, int dim, const View& shape) {
-    View r = v;
-    r.ndim = 0;
-    for (int d = 0; d < v.ndim; ++d) {
-        if (d == dim) continue;
-        r.shape[r.ndim] = shape.shape[d];
-        r.strides[r.ndim++] = v.strides[d];
-    }
-    return r;
-}
-
 template <class T, class I>
 Bad scatter_add_typed(const View& self, const View& index, const View& src, int dim) {
     // One element of this loop is one line along `dim`; index's view goes first
@@ -163,7 +138,7 @@ Bad scatter_add_typed(const View& self, const View& index, const View& src, int 
                 }
                 T* dst = reinterpret_cast<T*>(p[1] + j * s[1] + i * ss);
                 const T v = *reinterpret_cast<const T*>(p[2] + j * s[2] + k * rs);
-                *dst = add(*dst, v);
+                *dst = scatter_add_step(*dst, v);
             }
         }
     });

@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/matmul_fold.h"
 
 namespace ember::kernels::cpu {
 
@@ -84,41 +85,6 @@ void gemm(T* c, const T* a, const T* b, const GemmShape& s) {
     });
 }
 
-// Element offset of flat batch index i in a view whose first `nb` dims are the batch.
-int64_t batch_offset(const View& v, int nb, int64_t i) {
-    int64_t off = 0;
-    for (int d = nb - 1; d >= 0; --d) {
-        off += (i % v.shape[d]) * v.strides[d];
-        i /= v.shape[d];
-    }
-    return off;
-}
-
-// If dims [0, ndim-1) of v (batch dims and rows) step through memory as one
-// evenly strided run of rows, returns that row stride (any value when there
-// is only one row); otherwise nullopt.
-std::optional<int64_t> folded_row_stride(const View& v) {
-    std::optional<int64_t> stride;
-    int64_t next = 0;  // the stride the next outer non-1 dim must have
-    for (int d = v.ndim - 2; d >= 0; --d) {
-        if (v.shape[d] == 1) continue;
-        if (!stride)
-            stride = v.strides[d];
-        else if (v.strides[d] != next)
-            return std::nullopt;
-        next = v.strides[d] * v.shape[d];
-    }
-    return stride ? stride : std::optional<int64_t>(0);
-}
-
-// True when every batch dim of v with more than one element has stride 0:
-// the same matrix for the whole batch.
-bool batch_shared(const View& v) {
-    for (int d = 0; d < v.ndim - 2; ++d)
-        if (v.shape[d] != 1 && v.strides[d] != 0) return false;
-    return true;
-}
-
 template <class T>
 void run(const View& out, const View& a, const View& b, bool accumulate) {
     const int nd = out.ndim, nb = nd - 2;
@@ -138,16 +104,12 @@ void run(const View& out, const View& a, const View& b, bool accumulate) {
 
     // A shared right operand turns the batch into one tall GEMM when the rows
     // of a and out stack evenly (x[B, T, C] · w: the linear-layer case).
-    if (batch > 1 && batch_shared(b)) {
-        const auto ra = folded_row_stride(a), rc = folded_row_stride(out);
-        if (ra && rc) {
-            const int64_t rows = batch * m;
-            const auto fa = matrix_layout(rows, k, *ra, a.strides[nd - 1]);
-            if (fa) {
-                GemmShape f{rows, n, k, *fa, *lb, rows <= 1 ? n : *rc, accumulate};
-                gemm(c, pa, pb, f);
-                return;
-            }
+    if (const auto t = tall_fold(out, a, b)) {
+        const auto fa = matrix_layout(t->rows, k, t->a_row_stride, a.strides[nd - 1]);
+        if (fa) {
+            GemmShape f{t->rows, n, k, *fa, *lb, t->rows <= 1 ? n : t->out_row_stride, accumulate};
+            gemm(c, pa, pb, f);
+            return;
         }
     }
 

@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "kernels/math.h"
+#include "kernels/pool_window.h"
 
 namespace ember::kernels::cpu {
 
@@ -55,48 +56,13 @@ void max_impl(const View& values, const View& indices, const View& in, const Poo
     for_each_plane<T>(values, in, w.kh * w.kw, [&](const T* plane, int64_t first) {
         for (int64_t oy = 0; oy < OH; ++oy)
             for (int64_t ox = 0; ox < OW; ++ox) {
-                const int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-                Acc best = -std::numeric_limits<Acc>::infinity();
-                int64_t arg = -1;
-                for (int64_t i = 0; i < w.kh; ++i) {
-                    const int64_t y = y0 + i * w.dh;
-                    if (y < 0 || y >= H) continue;
-                    for (int64_t j = 0; j < w.kw; ++j) {
-                        const int64_t x = x0 + j * w.dw;
-                        if (x < 0 || x >= W) continue;
-                        const Acc v = math::load(plane[y * sy + x * sx]);
-                        // The first tap always counts (an all -inf window still
-                        // points inside); later a larger value or a NaN wins.
-                        if (arg < 0 || v > best || std::isnan(v)) {
-                            best = v;
-                            arg = y * W + x;
-                        }
-                    }
-                }
-                vout[first + oy * OW + ox] = math::cast<T>(best);
-                iout[first + oy * OW + ox] = arg;
+                const MaxTap<Acc> m = max_window(
+                    oy, ox, w, H, W, -std::numeric_limits<Acc>::infinity(),
+                    [&](int64_t y, int64_t x) { return math::load(plane[y * sy + x * sx]); });
+                vout[first + oy * OW + ox] = math::cast<T>(m.value);
+                iout[first + oy * OW + ox] = m.index;
             }
     });
-}
-
-// One average-pooling window: the input rows [y0, y1) and columns [x0, x1)
-// it sums, and its divisor. The window clipped to the padded input (ceil
-// mode's last window may hang past it) sets the divisor with padding; clipped
-// to the input, the elements summed. Shared by the forward and the backward.
-struct AvgWindow {
-    int64_t y0, y1, x0, x1, divisor;
-    bool empty() const { return y0 >= y1 || x0 >= x1; }
-};
-
-inline AvgWindow avg_window(int64_t oy, int64_t ox, const Pool2dWindow& w, int64_t H, int64_t W,
-                            bool count_include_pad) {
-    int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-    int64_t y1 = std::min(y0 + w.kh, H + w.ph), x1 = std::min(x0 + w.kw, W + w.pw);
-    const int64_t padded = (y1 - y0) * (x1 - x0);
-    y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
-    y1 = std::min(y1, H), x1 = std::min(x1, W);
-    const int64_t inside = std::max<int64_t>(y1 - y0, 0) * std::max<int64_t>(x1 - x0, 0);
-    return {y0, y1, x0, x1, count_include_pad ? padded : inside};
 }
 
 template <class T>
@@ -127,13 +93,14 @@ void adaptive_impl(const View& out, const View& in) {
     const int64_t taps = ((H + OH - 1) / OH + 1) * ((W + OW - 1) / OW + 1);
     for_each_plane<T>(out, in, taps, [&](const T* plane, int64_t first) {
         for (int64_t oy = 0; oy < OH; ++oy) {
-            const int64_t y0 = oy * H / OH, y1 = ((oy + 1) * H + OH - 1) / OH;
+            const OutRange ys = adaptive_window(oy, H, OH);
             for (int64_t ox = 0; ox < OW; ++ox) {
-                const int64_t x0 = ox * W / OW, x1 = ((ox + 1) * W + OW - 1) / OW;
+                const OutRange xs = adaptive_window(ox, W, OW);
                 Acc sum = 0;
-                for (int64_t y = y0; y < y1; ++y)
-                    for (int64_t x = x0; x < x1; ++x) sum += math::load(plane[y * sy + x * sx]);
-                o[first + oy * OW + ox] = math::cast<T>(sum / Acc((y1 - y0) * (x1 - x0)));
+                for (int64_t y = ys.lo; y < ys.hi; ++y)
+                    for (int64_t x = xs.lo; x < xs.hi; ++x) sum += math::load(plane[y * sy + x * sx]);
+                o[first + oy * OW + ox] =
+                    math::cast<T>(sum / Acc((ys.hi - ys.lo) * (xs.hi - xs.lo)));
             }
         }
     });
@@ -219,12 +186,13 @@ void adaptive_backward_impl(const View& dx, const View& dy) {
     const int64_t taps = ((H + OH - 1) / OH + 1) * ((W + OW - 1) / OW + 1);
     for_each_grad_plane<T>(dx, dy, taps, [&](int64_t, const T* g, Acc* plane) {
         for (int64_t oy = 0; oy < OH; ++oy) {
-            const int64_t y0 = oy * H / OH, y1 = ((oy + 1) * H + OH - 1) / OH;
+            const OutRange ys = adaptive_window(oy, H, OH);
             for (int64_t ox = 0; ox < OW; ++ox) {
-                const int64_t x0 = ox * W / OW, x1 = ((ox + 1) * W + OW - 1) / OW;
-                const Acc d = math::load(g[oy * sy + ox * sx]) / Acc((y1 - y0) * (x1 - x0));
-                for (int64_t y = y0; y < y1; ++y)
-                    for (int64_t x = x0; x < x1; ++x) plane[y * W + x] += d;
+                const OutRange xs = adaptive_window(ox, W, OW);
+                const Acc d =
+                    math::load(g[oy * sy + ox * sx]) / Acc((ys.hi - ys.lo) * (xs.hi - xs.lo));
+                for (int64_t y = ys.lo; y < ys.hi; ++y)
+                    for (int64_t x = xs.lo; x < xs.hi; ++x) plane[y * W + x] += d;
             }
         }
     });

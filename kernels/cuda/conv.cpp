@@ -323,7 +323,7 @@ cudnnHandle_t handle(StreamRef stream) {
     return static_cast<cudnnHandle_t>(CudaContext::of(stream.device).dnn_handle(stream));
 }
 
-View dense(const void* p, DType t, std::initializer_list<int64_t> shape) {
+View flat_view(const void* p, DType t, std::initializer_list<int64_t> shape) {
     View v;
     v.data = static_cast<char*>(const_cast<void*>(p));
     v.dtype = t;
@@ -338,21 +338,21 @@ View dense(const void* p, DType t, std::initializer_list<int64_t> shape) {
 }
 
 void zero(void* p, DType t, int64_t numel, StreamRef stream) {
-    if (p && numel > 0) cuda::fill(dense(p, t, {numel}), 0.0, stream);
+    if (p && numel > 0) cuda::fill(flat_view(p, t, {numel}), 0.0, stream);
 }
 
 // out[n, o, :] = bias[o] (NHWC: out[n, :, o]): what the forward then adds onto (beta = 1).
 void fill_bias(void* out, const void* bias, const Conv2dShape& s, DType t, bool nhwc,
                StreamRef stream) {
     if (nhwc) {
-        View src = dense(bias, t, {s.n * s.oh * s.ow, s.o});
+        View src = flat_view(bias, t, {s.n * s.oh * s.ow, s.o});
         src.strides[0] = 0, src.strides[1] = 1;
-        cuda::copy(dense(out, t, {s.n * s.oh * s.ow, s.o}), src, stream);
+        cuda::copy(flat_view(out, t, {s.n * s.oh * s.ow, s.o}), src, stream);
         return;
     }
-    View src = dense(bias, t, {s.n, s.o, s.oh * s.ow});
+    View src = flat_view(bias, t, {s.n, s.o, s.oh * s.ow});
     src.strides[0] = 0, src.strides[1] = 1, src.strides[2] = 0;
-    cuda::copy(dense(out, t, {s.n, s.o, s.oh * s.ow}), src, stream);
+    cuda::copy(flat_view(out, t, {s.n, s.o, s.oh * s.ow}), src, stream);
 }
 
 // Images per cuDNN call, so that every tensor of a call has at most 2^31 - 1 elements.

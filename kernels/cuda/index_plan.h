@@ -2,7 +2,8 @@
 // their operands, plain C++ so the CPU tests check it
 // (tests/kernels/test_index_plan.cpp): dims coalesced for the offset
 // calculator, scatter_add's lines along dim, when scatter_add sorts a shared
-// index instead, and the one scalar add both scatter_add paths fold with.
+// index instead. The operand without dim and the one scalar add both
+// backends fold with are kernels/index_lines.h's.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../index_lines.h"
 #include "../math.h"
 #include "../view.h"
 
@@ -73,16 +75,8 @@ struct ScatterLines {
 
 /// The lines of self[q with q[dim] := index[q]] += src[q], q over index's shape.
 inline ScatterLines scatter_lines(const View& self, const View& index, const View& src, int dim) {
-    View v[3] = {index, self, src};
-    for (View& x : v) {  // drop dim; sizes from index
-        int nd = 0;
-        for (int d = 0; d < index.ndim; ++d) {
-            if (d == dim) continue;
-            x.shape[nd] = index.shape[d];
-            x.strides[nd++] = x.strides[d];  // nd <= d: reads ahead of the writes
-        }
-        x.ndim = nd;
-    }
+    View v[3] = {drop_dim(index, dim, index), drop_dim(self, dim, index),
+                 drop_dim(src, dim, index)};
     ScatterLines s;
     s.len = index.shape[dim];
     s.index_step = index.strides[dim];
@@ -167,21 +161,6 @@ EMBER_HD inline uint32_t sorted_key(int64_t i, int64_t size) {
 inline int sorted_end_bit(int64_t size) {
     const int bits = int(std::bit_width(uint64_t(size)));
     return bits > 0 ? bits : 1;
-}
-
-/// a + b as scatter_add adds on the CPU (kernels/cpu/index.cpp) and on the
-/// device: in Acc<T> for floats with one rounding back to T, modulo 2^bits
-/// for integers (no signed overflow), `or` for bool.
-template <class T>
-EMBER_HD inline T scatter_add_step(T a, T b) {
-    if constexpr (std::is_same_v<T, bool>) {
-        return a || b;
-    } else if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        return T(U(U(a) + U(b)));
-    } else {
-        return math::cast<T>(math::load(a) + math::load(b));
-    }
 }
 
 }  // namespace ember::kernels::cuda

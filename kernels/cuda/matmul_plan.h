@@ -28,6 +28,7 @@
 #include <optional>
 
 #include "../../core/error.h"
+#include "../matmul_fold.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {
@@ -101,27 +102,6 @@ inline GemmOffsets call_offsets(const GemmPlan& p, int64_t i) {
     return o;
 }
 
-namespace detail {
-
-// The single stride that steps through dims [first, last) of v as one flat
-// index (innermost fastest), or nullopt when those dims are not evenly
-// strided. Size-1 dims are skipped; no dim of size > 1: stride 0.
-inline std::optional<int64_t> folded_stride(const View& v, int first, int last) {
-    std::optional<int64_t> stride;
-    int64_t next = 0;  // the stride the next outer dim of size > 1 must have
-    for (int d = last - 1; d >= first; --d) {
-        if (v.shape[d] == 1) continue;
-        if (!stride)
-            stride = v.strides[d];
-        else if (v.strides[d] != next)
-            return std::nullopt;
-        next = v.strides[d] * v.shape[d];
-    }
-    return stride ? stride : std::optional<int64_t>(0);
-}
-
-}  // namespace detail
-
 /// The plan for out[..., M, N] (=|+=) a[..., M, K] · b[..., K, N]: views of
 /// one rank >= 2 with the same batch dims (broadcast ones stride 0), a and b
 /// describable by blas_matrix, out with unit column stride and no overlap.
@@ -153,13 +133,13 @@ inline GemmPlan plan_gemm(const View& out, const View& a, const View& b, bool ac
 
     // Fold batch dims from the innermost outwards while all three fold alike.
     int first = nb;
-    while (first > 0 && detail::folded_stride(out, first - 1, nb) &&
-           detail::folded_stride(a, first - 1, nb) && detail::folded_stride(b, first - 1, nb))
+    while (first > 0 && folded_stride(out, first - 1, nb) &&
+           folded_stride(a, first - 1, nb) && folded_stride(b, first - 1, nb))
         --first;
     for (int d = first; d < nb; ++d) p.batch *= out.shape[d];
-    p.stride_c = *detail::folded_stride(out, first, nb);
-    p.stride_y = *detail::folded_stride(a, first, nb);
-    p.stride_x = *detail::folded_stride(b, first, nb);
+    p.stride_c = *folded_stride(out, first, nb);
+    p.stride_y = *folded_stride(a, first, nb);
+    p.stride_x = *folded_stride(b, first, nb);
     for (int d = 0; d < first; ++d) {
         p.outer_shape[d] = out.shape[d];
         p.outer_a[d] = a.strides[d];
@@ -170,20 +150,17 @@ inline GemmPlan plan_gemm(const View& out, const View& a, const View& b, bool ac
 
     // One b for the whole batch, and rows of a and out that stack evenly
     // across it: a single [batch * M, K] · [K, N] product.
-    if (first == 0 && p.batch > 1 && p.stride_x == 0) {
-        const auto ra = detail::folded_stride(a, 0, nd - 1);
-        const auto rc = detail::folded_stride(out, 0, nd - 1);
-        if (ra && rc) {
-            const int64_t rows = p.batch * m;
-            const auto fy = blas_matrix(rows, k, *ra, a.strides[nd - 1]);
-            const auto fc = blas_matrix(rows, n, *rc, out.strides[nd - 1]);
-            if (fy && fc && !fc->transpose) {
-                p.n = rows;
-                p.y = *fy;
-                p.ldc = fc->ld;
-                p.batch = 1;
-                p.stride_x = p.stride_y = p.stride_c = 0;
-            }
+    // (kernels/matmul_fold.h: the batch dims then fold too, so first == 0.)
+    if (const auto t = tall_fold(out, a, b)) {
+        const auto fy = blas_matrix(t->rows, k, t->a_row_stride, a.strides[nd - 1]);
+        const auto fc = blas_matrix(t->rows, n, t->out_row_stride, out.strides[nd - 1]);
+        if (fy && fc && !fc->transpose) {
+            p.n = t->rows;
+            p.y = *fy;
+            p.ldc = fc->ld;
+            p.batch = 1;
+            p.stride_x = p.stride_y = p.stride_c = 0;
+            p.outer_ndim = 0;
         }
     }
     return p;

@@ -68,18 +68,11 @@ using namespace optim_detail;
 
 // ---- Update kernels: one block per chunk ----
 
-// The Adam hyper-parameters that enter the step-dependent scalars (f64).
-struct AdamHyper {
-    double lr, beta1, beta2, eps, weight_decay;
-    int decoupled;
-    int64_t step;  // the host's step, for entries without their own count
-};
-
 // Adam/AdamW, one pass: the step count advances in it (advance_count);
 // kAms: AMSGrad's running maximum of v (state3) in the denominator.
 template <class P, class G, int K, bool kAms>
 __global__ void __launch_bounds__(kUpdateBlock)
-    adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamHyper h,
+    adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamArgs h,
                 const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
     const Entry& e = entry_of(lp);
@@ -88,8 +81,8 @@ __global__ void __launch_bounds__(kUpdateBlock)
     if (skipped) return;
     if (e.step) {  // kernels/cpu/optim.cpp's adam_update, from the entry's own count
         const math::StepValues v = values_of(e, st, h.step, h.lr, h.beta1);
-        s = math::adam_scalars<A>(v.lr, v.momentum, h.beta2, h.eps, h.weight_decay,
-                                  h.decoupled != 0, v.t);
+        s = math::adam_scalars<A>(v.lr, v.momentum, h.beta2, h.eps, h.weight_decay, h.decoupled,
+                                  v.t);
     }
     P* p = static_cast<P*>(e.param);
     const G* g = static_cast<const G*>(e.grad);
@@ -111,15 +104,10 @@ __global__ void __launch_bounds__(kUpdateBlock)
     });
 }
 
-// The SGD and LARS hyper-parameters a schedule may change (f64).
-struct SgdHyper {
-    double lr, momentum;
-};
-
 // SGD, one pass: the step count advances in it.
 template <class P, class G, int K, bool kMomentum>
 __global__ void __launch_bounds__(kUpdateBlock)
-    sgd_kernel(const __grid_constant__ Launch lp, math::SgdScalars<Acc<P>> s, const SgdHyper h,
+    sgd_kernel(const __grid_constant__ Launch lp, math::SgdScalars<Acc<P>> s, const SgdArgs h,
                const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
     const Entry& e = entry_of(lp);
@@ -239,7 +227,7 @@ __global__ void __launch_bounds__(kUpdateBlock)
 // step count advances here.
 template <class P, class G, int K>
 __global__ void __launch_bounds__(kUpdateBlock)
-    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, const SgdHyper h,
+    lars_apply_kernel(const __grid_constant__ Launch lp, const Acc<P>* rate, const LarsArgs h,
                       int first_step, Acc<P> decay, const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
     const Entry& e = entry_of(lp);
@@ -409,7 +397,8 @@ void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
         const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
         const math::AdamScalars<A> s = math::adam_scalars<A>(a.lr, a.beta1, a.beta2, a.eps,
                                                              a.weight_decay, a.decoupled, step);
-        const AdamHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.decoupled ? 1 : 0, step};
+        AdamArgs h = a;  // the host's step, for entries without their own count
+        h.step = step;
         if (a.amsgrad)
             launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, true>, s, h,
                        step_args(l), copy_args(l));
@@ -428,12 +417,11 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
         using A = Acc<P>;
         const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(1 - a.dampening),
                                     A(a.weight_decay), a.nesterov,    a.first};
-        const SgdHyper h{a.lr, a.momentum};
         if (momentum)
-            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, h,
+            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, a,
                        step_args(l), copy_args(l));
         else
-            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, h,
+            launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, false>, s, a,
                        step_args(l), copy_args(l));
     });
 }
@@ -492,7 +480,7 @@ void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
                          LarsTrust{a.lr, a.trust_coefficient, wd, a.eps, step_args(l)}, stream);
         }
         launch_all("lars_apply", ls, stream, lars_apply_kernel<P, G, kVec<P>>,
-                   static_cast<const A*>(rate), SgdHyper{a.lr, a.momentum}, a.first ? 1 : 0,
+                   static_cast<const A*>(rate), a, a.first ? 1 : 0,
                    A(wd), step_args(l), copy_args(l));
     });
 }

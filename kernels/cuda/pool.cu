@@ -65,24 +65,11 @@ __global__ void max_kernel(T* values, int64_t* indices, const T* in, Strided4 s,
     EMBER_GRID_STRIDE(e, n) {
         const int64_t ox = e % OW, t = e / OW, oy = t % OH, p = t / OH;
         const T* plane = in + s.plane(p);
-        const int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-        Acc<T> best = -std::numeric_limits<Acc<T>>::infinity();
-        int64_t arg = -1;
-        for (int64_t i = 0; i < w.kh; ++i) {
-            const int64_t y = y0 + i * w.dh;
-            if (y < 0 || y >= H) continue;
-            for (int64_t j = 0; j < w.kw; ++j) {
-                const int64_t x = x0 + j * w.dw;
-                if (x < 0 || x >= W) continue;
-                const Acc<T> v = math::load(plane[y * s.sa + x * s.sb]);
-                if (arg < 0 || v > best || v != v) {  // as the CPU: first tap, larger, or NaN
-                    best = v;
-                    arg = y * W + x;
-                }
-            }
-        }
-        values[e] = math::cast<T>(best);
-        indices[e] = arg;
+        const MaxTap<Acc<T>> m = max_window(
+            oy, ox, w, H, W, -std::numeric_limits<Acc<T>>::infinity(),
+            [&](int64_t y, int64_t x) { return math::load(plane[y * s.sa + x * s.sb]); });
+        values[e] = math::cast<T>(m.value);
+        indices[e] = m.index;
     }
 }
 

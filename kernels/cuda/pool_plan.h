@@ -2,41 +2,17 @@
 // so the CPU tests check it (tests/kernels/test_pool_plan.cpp). The backwards
 // gather: one thread per input element visits the outputs whose windows can
 // hold it, in the forward's output order, so the sums are the CPU twin's bits
-// and no float atomics are needed. These functions say which outputs those are.
+// and no float atomics are needed. These functions say which outputs those are;
+// the windows themselves are kernels/pool_window.h's, shared with the CPU.
 #pragma once
 
 #include <cstdint>
 
 #include "../../core/macros.h"
 #include "../pool.h"
+#include "../pool_window.h"
 
 namespace ember::kernels::cuda {
-
-/// Output positions [lo, hi) along one axis; empty when lo >= hi.
-struct OutRange {
-    int64_t lo, hi;
-};
-
-/// One average-pooling window, as kernels/cpu/pool.cpp's avg_window computes
-/// it (the two must agree: the CUDA-vs-CPU tests compare bits): input rows
-/// [y0, y1) and columns [x0, x1) it sums and its divisor. The window clipped
-/// to the padded input sets the divisor with padding; clipped to the input,
-/// the elements summed.
-struct AvgWindow {
-    int64_t y0, y1, x0, x1, divisor;
-};
-
-EMBER_HD inline AvgWindow avg_window(int64_t oy, int64_t ox, const Pool2dWindow& w, int64_t H,
-                                     int64_t W, bool count_include_pad) {
-    int64_t y0 = oy * w.sh - w.ph, x0 = ox * w.sw - w.pw;
-    int64_t y1 = y0 + w.kh < H + w.ph ? y0 + w.kh : H + w.ph;
-    int64_t x1 = x0 + w.kw < W + w.pw ? x0 + w.kw : W + w.pw;
-    const int64_t padded = (y1 - y0) * (x1 - x0);
-    y0 = y0 > 0 ? y0 : 0, x0 = x0 > 0 ? x0 : 0;
-    y1 = y1 < H ? y1 : H, x1 = x1 < W ? x1 : W;
-    const int64_t inside = (y1 > y0 ? y1 - y0 : 0) * (x1 > x0 ? x1 - x0 : 0);
-    return {y0, y1, x0, x1, count_include_pad ? padded : inside};
-}
 
 /// Floor division for any signs (b > 0).
 EMBER_HD inline int64_t floor_div(int64_t a, int64_t b) {
@@ -53,12 +29,6 @@ EMBER_HD inline OutRange avg_cover(int64_t y, int64_t k, int64_t s, int64_t p, i
     lo = lo > 0 ? lo : 0;
     hi = hi < out ? hi : out;
     return {lo, hi};
-}
-
-/// Adaptive pooling window of output o along one axis: input [⌊o·in/out⌋,
-/// ⌈(o+1)·in/out⌉). Needs in·out < 2^63, as the CPU twin's loops.
-EMBER_HD inline OutRange adaptive_window(int64_t o, int64_t in, int64_t out) {
-    return {o * in / out, ((o + 1) * in + out - 1) / out};
 }
 
 /// The outputs whose adaptive window holds input y: o in [⌊y·out/in⌋, ⌈(y+1)·out/in⌉).

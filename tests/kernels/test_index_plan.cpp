@@ -354,7 +354,7 @@ bool emulate_sorted_scatter_add(const View& self, const View& index, const View&
                     T acc = *dst;
                     for (int64_t j = kk; j < end; ++j) {
                         const int64_t q = pairs[size_t(reverse ? end - 1 - (j - kk) : j)].second;
-                        acc = kernels::cuda::scatter_add_step(acc, from[q * s.src_step]);
+                        acc = kernels::scatter_add_step(acc, from[q * s.src_step]);
                     }
                     *dst = acc;
                 }

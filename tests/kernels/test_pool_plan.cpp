@@ -13,7 +13,7 @@
 
 using namespace ember;
 using namespace ember::test;
-using kernels::cuda::OutRange;
+using kernels::OutRange;
 
 namespace {
 
@@ -72,8 +72,8 @@ TEST_CASE("cuda pool plan: avg_cover is exactly the windows that sum an input ro
                                       << y << (ceil_mode ? " ceil" : ""));
                             // The rows avg_window sums for output o (the CPU's rule).
                             const OutRange want = brute(out, [&](int64_t o) {
-                                const kernels::cuda::AvgWindow a =
-                                    kernels::cuda::avg_window(o, 0, w, in, 1, true);
+                                const kernels::AvgWindow a =
+                                    kernels::avg_window(o, 0, w, in, 1, true);
                                 return a.y0 <= y && y < a.y1;
                             });
                             check_same(kernels::cuda::avg_cover(y, kk, s, p, out), want);
@@ -84,13 +84,13 @@ TEST_CASE("cuda pool plan: avg_cover is exactly the windows that sum an input ro
 TEST_CASE("cuda pool plan: avg_window's divisor follows PyTorch's rules", "[plan][pool]") {
     // kernel 3, stride 2, padding 1 over 5 rows: windows [-1, 2), [1, 4), [3, 6).
     const kernels::Pool2dWindow w{3, 3, 2, 2, 1, 1};
-    const auto a = kernels::cuda::avg_window(0, 2, w, 5, 5, true);
+    const auto a = kernels::avg_window(0, 2, w, 5, 5, true);
     CHECK((a.y0 == 0 && a.y1 == 2 && a.x0 == 3 && a.x1 == 5));
     CHECK(a.divisor == 9);  // padding counts, the window is inside the padded input
-    CHECK(kernels::cuda::avg_window(0, 2, w, 5, 5, false).divisor == 4);
+    CHECK(kernels::avg_window(0, 2, w, 5, 5, false).divisor == 4);
     // Ceil mode's last window hangs past the padded input: only up to it counts.
     const kernels::Pool2dWindow c{3, 3, 2, 2, 0, 0};
-    CHECK(kernels::cuda::avg_window(2, 2, c, 5, 5, true).divisor == 1);
+    CHECK(kernels::avg_window(2, 2, c, 5, 5, true).divisor == 1);
 }
 
 TEST_CASE("cuda pool plan: adaptive windows and their cover agree", "[plan][pool]") {
@@ -99,7 +99,7 @@ TEST_CASE("cuda pool plan: adaptive windows and their cover agree", "[plan][pool
             for (int64_t y = 0; y < in; ++y) {
                 INFO("in " << in << " out " << out << " y " << y);
                 const OutRange want = brute(out, [&](int64_t o) {
-                    const OutRange r = kernels::cuda::adaptive_window(o, in, out);
+                    const OutRange r = kernels::adaptive_window(o, in, out);
                     return r.lo <= y && y < r.hi;
                 });
                 CHECK(want.lo < want.hi);  // every input element is pooled somewhere
@@ -112,11 +112,11 @@ TEST_CASE("cuda pool plan: adaptive windows and their cover agree", "[plan][pool
         const OutRange c = kernels::cuda::adaptive_cover(y, in, out);
         REQUIRE(c.lo < c.hi);
         for (int64_t o : {c.lo, c.hi - 1}) {
-            const OutRange r = kernels::cuda::adaptive_window(o, in, out);
+            const OutRange r = kernels::adaptive_window(o, in, out);
             CHECK((r.lo <= y && y < r.hi));
         }
-        if (c.lo > 0) CHECK(kernels::cuda::adaptive_window(c.lo - 1, in, out).hi <= y);
-        if (c.hi < out) CHECK(kernels::cuda::adaptive_window(c.hi, in, out).lo > y);
+        if (c.lo > 0) CHECK(kernels::adaptive_window(c.lo - 1, in, out).hi <= y);
+        if (c.hi < out) CHECK(kernels::adaptive_window(c.hi, in, out).lo > y);
     }
 }
 
@@ -183,7 +183,7 @@ std::vector<float> emulate_avg_backward(const Tensor& dy, int64_t H, int64_t W,
         for (int64_t oy = ys.lo; oy < ys.hi; ++oy)
             for (int64_t ox = xs.lo; ox < xs.hi; ++ox)
                 acc += g[size_t((p * OH + oy) * OW + ox)] /
-                       float(kernels::cuda::avg_window(oy, ox, w, H, W, cip).divisor);
+                       float(kernels::avg_window(oy, ox, w, H, W, cip).divisor);
         dx[size_t(e)] = acc;
     }
     return dx;
@@ -199,9 +199,9 @@ std::vector<float> emulate_adaptive_backward(const Tensor& dy, int64_t H, int64_
                        xs = kernels::cuda::adaptive_cover(x, W, OW);
         float acc = 0;
         for (int64_t oy = ys.lo; oy < ys.hi; ++oy) {
-            const OutRange wy = kernels::cuda::adaptive_window(oy, H, OH);
+            const OutRange wy = kernels::adaptive_window(oy, H, OH);
             for (int64_t ox = xs.lo; ox < xs.hi; ++ox) {
-                const OutRange wx = kernels::cuda::adaptive_window(ox, W, OW);
+                const OutRange wx = kernels::adaptive_window(ox, W, OW);
                 acc += g[size_t((p * OH + oy) * OW + ox)] /
                        float((wy.hi - wy.lo) * (wx.hi - wx.lo));
             }
