@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +35,19 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
     INFO("expected shape " << shape_str(expected.shape()));
     REQUIRE(actual.shape() == expected.shape());
     check_close(actual, values(expected), rtol, atol);
+}
+
+/// Checks |got - want| <= rel * (|want| + max|want|) elementwise: a tolerance
+/// scaled by the largest expected magnitude, for results summed with
+/// cancellation (gradients, attention's outputs). got may be on any device.
+inline void check_close_scaled(const Tensor& got, const Tensor& want, double rel) {
+    REQUIRE(got.defined());
+    REQUIRE(got.shape() == want.shape());
+    const Tensor g = got.to(Device::cpu()).to(DType::f64),
+                 w = want.to(Device::cpu()).to(DType::f64);
+    double scale = 1e-30;
+    for (double v : values(w)) scale = std::max(scale, std::abs(v));
+    check_close(g, w, rel, rel * scale);
 }
 
 /// Requires that `expr` throws ember::Error whose message contains `substr`.

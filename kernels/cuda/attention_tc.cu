@@ -124,17 +124,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         for (int jd = 0; jd < kOutTiles; ++jd)
 #pragma unroll
             for (int i = 0; i < 4; ++i) o[jd][i] *= alpha[i >> 1];
-#pragma unroll
-        for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-            uint32_t pa[4];
-            mma::pack_a<kBf16>(pa, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int jd = 0; jd < kOutTiles; ++jd) {
-                uint32_t b[2];
-                mma::load_b_rows(b, vs + 16 * kk * LD + 8 * jd, LD, lane);
-                mma::mma<kBf16>(o[jd], pa, b);
-            }
-        }
+        mma::acc_by_rows<kBf16, kTileKeys / 16>(o, sc, vs, LD, lane);
     }
     // out = O / l, lse = m + log l, for the rows that exist.
 #pragma unroll
@@ -142,15 +132,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         const float sum = mma::quad_sum(l[h]);
         const int64_t row = rows[h];
         if (row >= s.tq) continue;
-        const float inv = 1.0f / sum;
-        Bits* dst = out.row<Bits>(bt.bh, row);
-#pragma unroll
-        for (int jd = 0; jd < kOutTiles; ++jd) {
-            const int col = 8 * jd + 2 * t;
-            const uint32_t w = mma::pack<kBf16>(o[jd][2 * h] * inv, o[jd][2 * h + 1] * inv);
-            dst[col] = Bits(w & 0xffffu);
-            dst[col + 1] = Bits(w >> 16);
-        }
+        mma::store_row<kBf16>(out.row<Bits>(bt.bh, row), o, h, 1.0f / sum, lane);
         if (t == 0) lse[bt.bh * s.tq + row] = m[h] + logf(sum);
     }
 }

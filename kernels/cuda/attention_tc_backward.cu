@@ -68,20 +68,8 @@ __global__ void __launch_bounds__(32 * kWarps)
         load_tile(vs, LD, v, bt.bh, k0, kTileKeys, D, s.tk);
         __syncthreads();
         float sc[kKeyTiles][4] = {}, dp[kKeyTiles][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < kChunks; ++kk) {
-            uint32_t qa[4], ga[4];
-            mma::load_a(qa, qw + 16 * kk, LD, lane);
-            mma::load_a(ga, gw + 16 * kk, LD, lane);
-#pragma unroll
-            for (int j = 0; j < kKeyTiles; ++j) {
-                uint32_t b[2];
-                mma::load_b_cols(b, ks + 8 * j * LD + 16 * kk, LD, lane);
-                mma::mma<kBf16>(sc[j], qa, b);
-                mma::load_b_cols(b, vs + 8 * j * LD + 16 * kk, LD, lane);
-                mma::mma<kBf16>(dp[j], ga, b);
-            }
-        }
+        mma::rows_by_rows<kBf16, kChunks>(sc, qw, ks, LD, lane);  // S = Q·Kᵀ
+        mma::rows_by_rows<kBf16, kChunks>(dp, gw, vs, LD, lane);  // dP = dO·Vᵀ
         // dS = P ∘ (dP − D), in sc.
 #pragma unroll
         for (int j = 0; j < kKeyTiles; ++j)
@@ -97,30 +85,11 @@ __global__ void __launch_bounds__(32 * kWarps)
                 sc[j][i] = p * (dpk - row_d[h]);
             }
         // dQ += dS · K: K's tile read as it is (element (key, d)).
-#pragma unroll
-        for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-            uint32_t da[4];
-            mma::pack_a<kBf16>(da, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int jd = 0; jd < kOutTiles; ++jd) {
-                uint32_t b[2];
-                mma::load_b_rows(b, ks + 16 * kk * LD + 8 * jd, LD, lane);
-                mma::mma<kBf16>(acc[jd], da, b);
-            }
-        }
+        mma::acc_by_rows<kBf16, kTileKeys / 16>(acc, sc, ks, LD, lane);
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (rows[h] >= s.tq) continue;
-        Bits* dst = dq.row<Bits>(bt.bh, rows[h]);
-#pragma unroll
-        for (int jd = 0; jd < kOutTiles; ++jd) {
-            const uint32_t w =
-                mma::pack<kBf16>(acc[jd][2 * h] * a.scale, acc[jd][2 * h + 1] * a.scale);
-            dst[8 * jd + 2 * t] = Bits(w & 0xffffu);
-            dst[8 * jd + 2 * t + 1] = Bits(w >> 16);
-        }
-    }
+    for (int h = 0; h < 2; ++h)
+        if (rows[h] < s.tq) mma::store_row<kBf16>(dq.row<Bits>(bt.bh, rows[h]), acc, h, a.scale, lane);
 }
 
 // dK and dV for one 64-key tile.
@@ -162,20 +131,8 @@ __global__ void __launch_bounds__(32 * kWarps)
         __syncthreads();
         // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: rows are this warp's keys, columns query rows.
         float sc[kRowTiles][4] = {}, dp[kRowTiles][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < kChunks; ++kk) {
-            uint32_t ka[4], va[4];
-            mma::load_a(ka, kw + 16 * kk, LD, lane);
-            mma::load_a(va, vw + 16 * kk, LD, lane);
-#pragma unroll
-            for (int j = 0; j < kRowTiles; ++j) {
-                uint32_t b[2];
-                mma::load_b_cols(b, qs + 8 * j * LD + 16 * kk, LD, lane);
-                mma::mma<kBf16>(sc[j], ka, b);
-                mma::load_b_cols(b, gs + 8 * j * LD + 16 * kk, LD, lane);
-                mma::mma<kBf16>(dp[j], va, b);
-            }
-        }
+        mma::rows_by_rows<kBf16, kChunks>(sc, kw, qs, LD, lane);  // Sᵀ = K·Qᵀ
+        mma::rows_by_rows<kBf16, kChunks>(dp, vw, gs, LD, lane);  // dPᵀ = V·dOᵀ
         // Pᵀ (dropped, for dV) into dp's place after dSᵀ is formed in sc.
 #pragma unroll
         for (int j = 0; j < kRowTiles; ++j)
@@ -195,36 +152,14 @@ __global__ void __launch_bounds__(32 * kWarps)
                 dp[j][i] = kept;
             }
         // dV += Pᵀ·dO and dK += dSᵀ·Q, the step's rows as k.
-#pragma unroll
-        for (int kk = 0; kk < kStepRows / 16; ++kk) {
-            uint32_t pa[4], da[4];
-            mma::pack_a<kBf16>(pa, dp[2 * kk], dp[2 * kk + 1]);
-            mma::pack_a<kBf16>(da, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int jd = 0; jd < kOutTiles; ++jd) {
-                uint32_t b[2];
-                mma::load_b_rows(b, gs + 16 * kk * LD + 8 * jd, LD, lane);
-                mma::mma<kBf16>(dva[jd], pa, b);
-                mma::load_b_rows(b, qs + 16 * kk * LD + 8 * jd, LD, lane);
-                mma::mma<kBf16>(dka[jd], da, b);
-            }
-        }
+        mma::acc_by_rows<kBf16, kStepRows / 16>(dva, dp, gs, LD, lane);
+        mma::acc_by_rows<kBf16, kStepRows / 16>(dka, sc, qs, LD, lane);
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         if (keys[h] >= s.tk) continue;
-        Bits* dkr = dk.row<Bits>(bt.bh, keys[h]);
-        Bits* dvr = dv.row<Bits>(bt.bh, keys[h]);
-#pragma unroll
-        for (int jd = 0; jd < kOutTiles; ++jd) {
-            const int col = 8 * jd + 2 * t;
-            const uint32_t wk = mma::pack<kBf16>(dka[jd][2 * h] * a.scale, dka[jd][2 * h + 1] * a.scale);
-            const uint32_t wv = mma::pack<kBf16>(dva[jd][2 * h], dva[jd][2 * h + 1]);
-            dkr[col] = Bits(wk & 0xffffu);
-            dkr[col + 1] = Bits(wk >> 16);
-            dvr[col] = Bits(wv & 0xffffu);
-            dvr[col + 1] = Bits(wv >> 16);
-        }
+        mma::store_row<kBf16>(dk.row<Bits>(bt.bh, keys[h]), dka, h, a.scale, lane);
+        mma::store_row<kBf16>(dv.row<Bits>(bt.bh, keys[h]), dva, h, 1.0f, lane);
     }
 }
 

@@ -102,6 +102,59 @@ __device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float (&c0)[4], c
     a[3] = pack<kBf16>(c1[2], c1[3]);
 }
 
+/// c[j] += A · Bⱼᵀ for the warp's 16 rows of A at `a` and the rows 8j..8j+7
+/// of the tile at `b` (both row-major, row stride ld, kChunks·16 wide): a
+/// product whose columns are the rows of a tile — S = Q·Kᵀ, dP = dO·Vᵀ.
+template <bool kBf16, int kChunks, int kTiles>
+__device__ __forceinline__ void rows_by_rows(float (&c)[kTiles][4], const Bits* a, const Bits* b,
+                                             int ld, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+        uint32_t af[4];
+        load_a(af, a + 16 * kk, ld, lane);
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+            uint32_t bf[2];
+            load_b_cols(bf, b + 8 * j * ld + 16 * kk, ld, lane);
+            mma<kBf16>(c[j], af, bf);
+        }
+    }
+}
+
+/// c[jd] += P · B for P the warp's 16 × (kChunks·16) block held as the
+/// accumulators p (n-tiles of 8 columns, packed to A fragments by pack_a)
+/// and B the tile at `b` (row-major, row stride ld), columns 8jd..8jd+7:
+/// O += P·V, dQ += dS·K, dV += Pᵀ·dO.
+template <bool kBf16, int kChunks, int kOut>
+__device__ __forceinline__ void acc_by_rows(float (&c)[kOut][4], const float (&p)[2 * kChunks][4],
+                                            const Bits* b, int ld, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+        uint32_t pa[4];
+        pack_a<kBf16>(pa, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+        for (int jd = 0; jd < kOut; ++jd) {
+            uint32_t bf[2];
+            load_b_rows(bf, b + 16 * kk * ld + 8 * jd, ld, lane);
+            mma<kBf16>(c[jd], pa, bf);
+        }
+    }
+}
+
+/// Row h (0: g, 1: g + 8) of the accumulators c, times `scale`, rounded and
+/// stored at dst (the row's first column): this lane's pairs 8jd + 2t, +1.
+template <bool kBf16, int kOut>
+__device__ __forceinline__ void store_row(Bits* dst, const float (&c)[kOut][4], int h, float scale,
+                                          int lane) {
+    const int t = thread(lane);
+#pragma unroll
+    for (int jd = 0; jd < kOut; ++jd) {
+        const uint32_t w = pack<kBf16>(c[jd][2 * h] * scale, c[jd][2 * h + 1] * scale);
+        dst[8 * jd + 2 * t] = Bits(w & 0xffffu);
+        dst[8 * jd + 2 * t + 1] = Bits(w >> 16);
+    }
+}
+
 /// The max and the sum over the four lanes of a group (one row of a C).
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -34,13 +34,6 @@ double max_abs(const Tensor& t) {
     return m;
 }
 
-// |got − want| <= rel · max|want| elementwise.
-void check_scaled(const Tensor& got, const Tensor& want, double rel) {
-    REQUIRE(got.shape() == want.shape());
-    const Tensor w = want.to(Device::cpu()).to(DType::f64);
-    check_close(got.to(Device::cpu()).to(DType::f64), w, 0, rel * std::max(max_abs(w), 1e-30));
-}
-
 bool same_bits(const Tensor& a, const Tensor& b) {
     const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
     return x.shape() == y.shape() &&
@@ -76,11 +69,11 @@ void check_case(const Case& c, DType dt) {
     const double eps = dt == DType::bf16 ? std::ldexp(1.0, -8) : dt == DType::f16 ? std::ldexp(1.0, -11)
                        : dt == DType::f32 ? 1e-6 : 1e-13;
     const double keep = 1.0 / (1.0 - c.dropout);
-    check_scaled(gpu.out, cpu.out, half ? 2.5 * keep * eps : 20 * eps);
-    check_scaled(gpu.lse, cpu.lse, half ? 1e-5 : 20 * eps);
-    check_scaled(dgpu.q, dcpu.q, half ? 8 * eps : 50 * eps);
-    check_scaled(dgpu.k, dcpu.k, half ? 8 * eps : 50 * eps);
-    check_scaled(dgpu.v, dcpu.v, half ? 4 * keep * eps : 50 * eps);
+    check_close_scaled(gpu.out, cpu.out, half ? 2.5 * keep * eps : 20 * eps);
+    check_close_scaled(gpu.lse, cpu.lse, half ? 1e-5 : 20 * eps);
+    check_close_scaled(dgpu.q, dcpu.q, half ? 8 * eps : 50 * eps);
+    check_close_scaled(dgpu.k, dcpu.k, half ? 8 * eps : 50 * eps);
+    check_close_scaled(dgpu.v, dcpu.v, half ? 4 * keep * eps : 50 * eps);
     // Deterministic: a second run gives the same bits.
     const kernels::AttentionForward again = kernels::attention_forward(qg, kg, vg, a);
     CHECK(same_bits(again.out, gpu.out));
@@ -93,19 +86,9 @@ void check_case(const Case& c, DType dt) {
     const kernels::cuda::AttentionShape s{c.b * c.h, c.h, c.tq, c.tk, c.d, c.d, c.causal};
     if (half && kernels::cuda::attention_forward_plan(s, dt, 132).path ==
                     kernels::cuda::AttentionPath::tensor_core) {
-        AttnModelIn in;
-        in.s = s;
-        in.bf16 = dt == DType::bf16;
-        in.scale = float(a.scale);
-        in.dropout = c.dropout;
-        in.seed = a.seed;
-        in.first_block = a.first_block;
-        const auto floats = [](const Tensor& t) { return t.to(DType::f32).to_vector<float>(); };
-        in.q = floats(q);
-        in.k = floats(k);
-        in.v = floats(v);
+        const AttnModelIn in = model_input(q, k, v, g, a);
         const AttnModelOut m = attention_tc_model_forward(in);
-        const std::vector<float> got = floats(gpu.out.to(Device::cpu()).contiguous());
+        const std::vector<float> got = model_floats(gpu.out);
         double vmax = max_abs(v), worst = 0;
         for (size_t i = 0; i < got.size(); ++i)
             worst = std::max(worst, std::abs(double(got[i]) - m.out[i]) -
@@ -152,6 +135,6 @@ TEST_CASE("cuda attention: q, k, v as views of a packed projection", "[cuda][att
         const Tensor pg = packed.to(kGpu);
         const kernels::AttentionForward gpu =
             kernels::attention_forward(part(pg, 0), part(pg, 1), part(pg, 2), a);
-        check_scaled(gpu.out, cpu.out, dt == DType::bf16 ? 0.01 : 1e-5);
+        check_close_scaled(gpu.out, cpu.out, dt == DType::bf16 ? 0.01 : 1e-5);
     }
 }

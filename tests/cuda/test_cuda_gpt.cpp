@@ -25,15 +25,6 @@ struct NoTf32 {
     ~NoTf32() { set_allow_tf32(was); }
 };
 
-// |got − want| ≤ rel·(max|want| + |want|) elementwise; got may be on the GPU.
-void check_scaled(const Tensor& got, const Tensor& want, double rel) {
-    REQUIRE(got.defined());
-    const Tensor g = got.to(Device::cpu()).to(DType::f64), w = want.to(DType::f64);
-    double scale = 1e-30;
-    for (double v : values(w)) scale = std::max(scale, std::abs(v));
-    check_close(g, w, rel, rel * scale);
-}
-
 }  // namespace
 
 TEST_CASE("cuda attention: the composite path equals the CPU's fused kernel", "[cuda][attention]") {
@@ -68,11 +59,11 @@ TEST_CASE("cuda attention: the composite path equals the CPU's fused kernel", "[
                 g.to(kGpu), q.to(kGpu), kk.to(kGpu), v.to(kGpu), gpu.out, gpu.lse, a);
             // bf16: the GPU's products and probabilities are rounded to bf16.
             const double tol = dt == DType::bf16 ? 3e-2 : 2e-5;
-            check_scaled(gpu.out, cpu.out, tol);
-            check_scaled(gpu.lse, cpu.lse, dt == DType::bf16 ? 1e-2 : 1e-5);
-            check_scaled(dgpu.q, dcpu.q, 2 * tol);
-            check_scaled(dgpu.k, dcpu.k, 2 * tol);
-            check_scaled(dgpu.v, dcpu.v, 2 * tol);
+            check_close_scaled(gpu.out, cpu.out, tol);
+            check_close_scaled(gpu.lse, cpu.lse, dt == DType::bf16 ? 1e-2 : 1e-5);
+            check_close_scaled(dgpu.q, dcpu.q, 2 * tol);
+            check_close_scaled(dgpu.k, dcpu.k, 2 * tol);
+            check_close_scaled(dgpu.v, dcpu.v, 2 * tol);
         }
     }
 }
@@ -107,17 +98,17 @@ TEST_CASE("cuda gpt: a training step equals the CPU's, with no host sync inside"
         opt_gpu.step();
         gpu.zero_grad();
         CHECK(host_syncs().empty());
-        check_scaled(loss_gpu, loss_cpu, 1e-5);
+        check_close_scaled(loss_gpu, loss_cpu, 1e-5);
         for (size_t i = 0; i < pc.size(); ++i) {
             INFO("gradient of " << pc[i].first);
-            check_scaled(grads[i], pc[i].second.grad(), 2e-4);
+            check_close_scaled(grads[i], pc[i].second.grad(), 2e-4);
             pc[i].second.set_grad(grads[i].to(Device::cpu()));
         }
         opt_cpu.step();
         opt_cpu.zero_grad();
         for (size_t i = 0; i < pc.size(); ++i) {
             INFO("updated " << pc[i].first);
-            check_scaled(pg[i].second, pc[i].second.detach(), 1e-6);
+            check_close_scaled(pg[i].second, pc[i].second.detach(), 1e-6);
         }
     }
 }
@@ -136,7 +127,7 @@ TEST_CASE("cuda gpt: cached generation logits equal the CPU's", "[cuda][gpt]") {
     const Tensor seq = randint(0, c.vocab_size, {1, 20}, {DType::i64}, &gen);
     const Tensor want = cpu(seq);
     nn::KVCache cache(c, 1, {DType::f32, kGpu});
-    check_scaled(gpu.forward(seq.narrow(1, 0, 12).to(kGpu), cache), want.narrow(1, 0, 12).contiguous(), 1e-5);
+    check_close_scaled(gpu.forward(seq.narrow(1, 0, 12).to(kGpu), cache), want.narrow(1, 0, 12).contiguous(), 1e-5);
     for (int64_t t = 12; t < 20; ++t)
-        check_scaled(gpu.forward(seq.narrow(1, t, 1).to(kGpu), cache), want.narrow(1, t, 1).contiguous(), 1e-5);
+        check_close_scaled(gpu.forward(seq.narrow(1, t, 1).to(kGpu), cache), want.narrow(1, t, 1).contiguous(), 1e-5);
 }

@@ -247,18 +247,7 @@ TEST_CASE("attention model: the tensor-core order against f64 and the CPU kernel
             a.dropout_p = dropout;
             a.seed = 11;
             a.first_block = 3;
-            test::AttnModelIn in;
-            in.s = shape(b * h, tq, tk, d, causal);
-            in.bf16 = true;
-            in.scale = float(a.scale);
-            in.dropout = dropout;
-            in.seed = a.seed;
-            in.first_block = a.first_block;
-            const auto floats = [](const Tensor& t) { return t.to(DType::f32).to_vector<float>(); };
-            in.q = floats(q);
-            in.k = floats(k);
-            in.v = floats(v);
-            in.g = floats(g);
+            const test::AttnModelIn in = test::model_input(q, k, v, g, a);
             test::AttnModelOut m = test::attention_tc_model_forward(in);
             // f64 reference on the same (rounded) inputs.
             const Tensor ref = kernels::attention_forward_composite(
@@ -267,7 +256,7 @@ TEST_CASE("attention model: the tensor-core order against f64 and the CPU kernel
             const std::vector<double> want = ref.to_vector<double>();
             double vmax = 0, worst_ref = 0, worst_cpu = 0;
             for (float x : in.v) vmax = std::max(vmax, double(std::abs(x)));
-            const std::vector<float> cpu = floats(kernels::attention_forward(q, k, v, a).out.contiguous());
+            const std::vector<float> cpu = test::model_floats(kernels::attention_forward(q, k, v, a).out);
             for (size_t i = 0; i < want.size(); ++i) {
                 worst_ref = std::max(worst_ref, std::abs(double(m.out[i]) - want[i]));
                 worst_cpu = std::max(worst_cpu, std::abs(double(m.out[i]) - cpu[i]));
@@ -283,7 +272,7 @@ TEST_CASE("attention model: the tensor-core order against f64 and the CPU kernel
             // rounding plus half an ulp of bf16 of the output.
             CHECK(worst_cpu <= std::ldexp(1.0, -8) * keep * vmax + std::ldexp(1.0, -8) * vmax);
             // The lse has no rounded operand in it but the inputs: f32 sums only.
-            const std::vector<float> lse_cpu = floats(kernels::attention_forward(q, k, v, a).lse);
+            const std::vector<float> lse_cpu = test::model_floats(kernels::attention_forward(q, k, v, a).lse);
             for (size_t i = 0; i < lse_cpu.size(); ++i)
                 REQUIRE(std::abs(m.lse[i] - lse_cpu[i]) <= 1e-5 * (1 + std::abs(lse_cpu[i])));
             // Backward: dS and P rounded to bf16 before their products.

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/half.h"
+#include "ember/ember.h"
+#include "kernels/attention.h"
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/math.h"
 #include "kernels/random_math.h"
@@ -36,6 +38,35 @@ struct AttnModelOut {
     std::vector<float> out, lse;  ///< out unrounded: the kernel rounds o / l once
     std::vector<float> dq, dk, dv;
 };
+
+/// A tensor's values as floats, row-major (from any device and layout).
+inline std::vector<float> model_floats(const Tensor& t) {
+    return t.to(Device::cpu()).contiguous().to(DType::f32).to_vector<float>();
+}
+
+/// The model's input for q, k, v [B, H, T, D] (f16 or bf16) and grad_out g
+/// (undefined: none) under `a`.
+inline AttnModelIn model_input(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                               const kernels::AttentionArgs& a) {
+    AttnModelIn in;
+    in.s.bh = q.size(0) * q.size(1);
+    in.s.heads = q.size(1);
+    in.s.tq = q.size(2);
+    in.s.tk = k.size(2);
+    in.s.d = q.size(3);
+    in.s.dv = v.size(3);
+    in.s.causal = a.causal;
+    in.bf16 = q.dtype() == DType::bf16;
+    in.scale = float(a.scale);
+    in.dropout = a.dropout_p;
+    in.seed = a.seed;
+    in.first_block = a.first_block;
+    in.q = model_floats(q);
+    in.k = model_floats(k);
+    in.v = model_floats(v);
+    if (g.defined()) in.g = model_floats(g);
+    return in;
+}
 
 inline float round_operand(float x, bool bf16) {
     return bf16 ? float(BFloat16(x)) : float(Half(x));
