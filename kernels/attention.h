@@ -2,33 +2,19 @@
 // backward. The CPU kernel is fused and blocked (FlashAttention's online
 // softmax): the forward keeps only each row's log-sum-exp, the backward
 // recomputes the probabilities tile by tile, and no [Tq, Tk] matrix is ever
-// allocated. On CUDA the same math runs as composite kernels (batched GEMMs,
-// then the softmax pieces) that materialize the scores — the reference the
-// fused CUDA kernel will be checked against; on the CPU the composite path is
+// allocated. On CUDA fused kernels do the same (kernels/cuda/attention.h:
+// tensor cores for f16/bf16, a warp per row otherwise, a decode split for a
+// few rows against a long cache); the composite path, which materializes the
+// scores, takes the calls they do not (head dims over 256) and is on the CPU
 // the benchmark's and the tests' peer. docs/attention.md.
 #pragma once
 
 #include <cstdint>
 
 #include "../core/tensor.h"
+#include "attention_args.h"
 
 namespace ember::kernels {
-
-/// What attention does besides the product: the mask, the scale and dropout.
-struct AttentionArgs {
-    /// Row i sees keys j <= i (PyTorch's is_causal: the mask's top-left
-    /// corner is aligned, also when Tq != Tk).
-    bool causal = false;
-    /// Multiplies q·kᵀ; the caller resolves PyTorch's default 1/sqrt(D).
-    double scale = 1.0;
-    /// Probability of zeroing a probability after the softmax (the kept ones
-    /// scaled by 1/(1 − p)); element (b, h, i, j) is dropped iff element
-    /// ((b·H + h)·Tq + i)·Tk + j of the f32 uniform stream at (seed,
-    /// first_block) is < p — dropout_forward's rule on the [B, H, Tq, Tk]
-    /// probabilities, so the two paths drop the same entries.
-    double dropout_p = 0;
-    uint64_t seed = 0, first_block = 0;
-};
 
 /// Philox blocks a dropout of attention over [B, H, Tq, Tk] consumes.
 uint64_t attention_dropout_blocks(int64_t b, int64_t h, int64_t tq, int64_t tk);

@@ -7,35 +7,12 @@
 #include <cstdint>
 
 #include "../core/tensor.h"
+#include "conv_args.h"
 #include "op_types.h"
 
 namespace ember::kernels {
 
 // Int2 (a height, width pair): kernels/op_types.h.
-
-/// Sizes of one conv2d, as both backends take them: input [n, c, h, w],
-/// weight [o, c / groups, kh, kw], output [n, o, oh, ow]; stride (sh, sw),
-/// zero padding (ph, pw), dilation (dh, dw).
-struct Conv2dShape {
-    int64_t n, c, h, w;
-    int64_t o, kh, kw;
-    int64_t sh, sw, ph, pw, dh, dw;
-    int64_t groups;
-    int64_t oh, ow;
-
-    /// Multiply-adds of the forward, times two.
-    double flops() const { return 2.0 * double(n * o * oh * ow) * double(c / groups * kh * kw); }
-};
-
-/// What a backend takes for one convolution (kernels/cpu/policy.h,
-/// kernels/cuda/policy.h): the dtype it computes in, whether it reads
-/// channels-last operands as they lie, and whether its filter is then the
-/// weight's channels-last memory.
-struct ConvPlan {
-    DType compute = DType::f32;
-    bool channels_last = false;
-    bool filter_last = false;
-};
 
 /// conv2d(input [N, C, H, W] or [C, H, W], weight [O, C/groups, kH, kW],
 /// bias [O] or undefined) -> [N, O, OH, OW] with OH = (H + 2·ph − dh·(kH − 1)

@@ -6,16 +6,9 @@
 #include <cstdint>
 
 #include "../core/tensor.h"
+#include "loss_args.h"
 
 namespace ember::kernels {
-
-/// The class count, the smoothing and the ignored target of one cross-entropy
-/// call, as both backends' kernels take them.
-struct CrossEntropyArgs {
-    int64_t classes;
-    double label_smoothing;
-    int64_t ignore_index;
-};
 
 /// What cross_entropy_forward returns, both [N].
 struct CrossEntropyForward {

@@ -8,27 +8,9 @@
 #include <optional>
 
 #include "../core/tensor.h"
+#include "matmul_args.h"
 
 namespace ember::kernels {
-
-/// How a [rows, cols] matrix lies in memory in BLAS terms: row- or
-/// column-major with unit inner stride and leading dimension `ld`.
-struct MatrixLayout {
-    bool row_major = true;
-    int64_t ld = 0;  // elements between consecutive rows (row-major) or columns
-};
-
-/// The layout of a matrix with element strides (row_stride, col_stride), or
-/// nullopt when neither stride is 1 (a "truly strided" operand that must be
-/// made contiguous first). A size-1 dim's stride is irrelevant, so a row
-/// vector or column vector always maps; stride-0 (broadcast) rows map too.
-inline std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t row_stride,
-                                                 int64_t col_stride) {
-    if (cols <= 1 || col_stride == 1)
-        return MatrixLayout{true, rows <= 1 ? (cols > 1 ? cols : 1) : row_stride};
-    if (rows <= 1 || row_stride == 1) return MatrixLayout{false, col_stride};
-    return std::nullopt;
-}
 
 /// The product of a and b as torch.matmul: 1-d·1-d is a dot product (0-d
 /// result); 2-d·2-d a matrix product; a 1-d operand is a row (left) or a
@@ -53,9 +35,6 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// its epilogue (kernels/cuda/linear.h); elsewhere the bias is out's
 /// starting value and the GEMM accumulates onto it.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
-
-/// What a fused linear applies after the bias.
-enum class LinearActivation { none, relu, gelu_tanh };
 
 /// relu(linear(x, w, bias)) in one op: on CUDA the ReLU rides in the same
 /// epilogue as the bias (CUBLASLT_EPILOGUE_RELU_BIAS), elsewhere linear then relu.

@@ -7,18 +7,12 @@
 #include <cstdint>
 
 #include "../core/tensor.h"
+#include "pool_args.h"
 #include "op_types.h"
 
 namespace ember::kernels {
 
 // Int2 (a height, width pair): kernels/op_types.h.
-
-/// A pooling window, as both backends take it: kernel (kh, kw), stride
-/// (sh, sw), implicit padding (ph, pw) and dilation (dh, dw).
-struct Pool2dWindow {
-    int64_t kh, kw, sh, sw, ph, pw;
-    int64_t dh = 1, dw = 1;
-};
 
 /// What max_pool2d returns: the maxima and, for each, the flat index y·W + x
 /// of the chosen element within its H×W input plane (i64), as PyTorch.

@@ -7,19 +7,10 @@
 #include <optional>
 
 #include "../core/tensor.h"
+#include "reduce_args.h"
 #include "op_types.h"
 
 namespace ember::kernels {
-
-/// The layout every reduction and softmax kernel takes: a dense input
-/// [outer, size, inner] reduced over `size` into a dense output [outer,
-/// inner]. The Views passed with it are dense buffers in that order; only
-/// their data pointer and dtype are read.
-struct ReduceShape {
-    int64_t outer = 1;
-    int64_t size = 1;
-    int64_t inner = 1;
-};
 
 // `dims` below: the dims to reduce, negative counting from the end; a dim may
 // not repeat; empty reduces every dim. A 0-d tensor accepts dims {0} and {-1}.

@@ -1,7 +1,7 @@
 // The fused CPU attention kernels (kernels/attention.h): Views in, no Tensor.
 #pragma once
 
-#include "../attention.h"
+#include "../attention_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cpu {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "../../core/dtype.h"
-#include "../conv.h"
+#include "../conv_args.h"
 
 namespace ember::kernels::cpu {
 

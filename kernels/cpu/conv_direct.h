@@ -6,7 +6,7 @@
 // weights, groups = 1. Bit-identical for any OpenMP thread count.
 #pragma once
 
-#include "../conv.h"
+#include "../conv_args.h"
 
 namespace ember::kernels::cpu::direct {
 

@@ -8,7 +8,7 @@
 // OpenMP thread count.
 #pragma once
 
-#include "../conv.h"
+#include "../conv_args.h"
 #include "conv_direct.h"
 
 namespace ember::kernels::cpu::nhwc {

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../conv.h"
+#include "../conv_args.h"
 
 namespace ember::kernels::cpu::planes {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "../matmul.h"
+#include "../matmul_args.h"
 
 namespace ember::kernels::cpu {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../loss.h"
+#include "../loss_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cpu {

@@ -4,7 +4,7 @@
 // kernels/matmul.h's.
 #pragma once
 
-#include "../matmul.h"
+#include "../matmul_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cpu {

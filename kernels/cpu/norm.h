@@ -3,7 +3,7 @@
 // kernels/norm.h), no Tensor.
 #pragma once
 
-#include "../norm.h"
+#include "../norm_args.h"
 
 namespace ember::kernels::cpu {
 

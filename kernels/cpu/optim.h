@@ -2,7 +2,7 @@
 // buffers and a chunk table in, no Tensor. The loops are in kernels/cpu/optim.cpp.
 #pragma once
 
-#include "../optim.h"
+#include "../optim_args.h"
 
 namespace ember::kernels::cpu {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "../../core/dtype.h"
-#include "../conv.h"
-#include "../matmul.h"
+#include "../conv_args.h"
+#include "../matmul_args.h"
 #include "conv.h"
 
 namespace ember::kernels::cpu {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../pool.h"
+#include "../pool_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cpu {

@@ -14,7 +14,7 @@
 
 #include "loop.h"
 #include "../math.h"
-#include "../reduce.h"
+#include "../reduce_args.h"
 #include "../reduce_order.h"
 #include "../view.h"
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../attention.h"
+#include "../attention_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {

@@ -7,7 +7,7 @@
 
 #include "../../core/cuda_context.h"
 #include "../../core/dtype.h"
-#include "../conv.h"
+#include "../conv_args.h"
 
 namespace ember::kernels::cuda {
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../matmul.h"
+#include "../matmul_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {

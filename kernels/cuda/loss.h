@@ -6,7 +6,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../loss.h"
+#include "../loss_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {

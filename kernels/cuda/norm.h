@@ -6,7 +6,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../norm.h"
+#include "../norm_args.h"
 
 namespace ember::kernels::cuda {
 

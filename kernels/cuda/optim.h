@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../../core/cuda_context.h"
-#include "../optim.h"
+#include "../optim_args.h"
 
 namespace ember::kernels::cuda {
 

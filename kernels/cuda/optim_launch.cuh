@@ -18,7 +18,7 @@
 #include "kernels/cuda/loop.cuh"
 #include "kernels/cuda/optim_plan.h"
 #include "kernels/math.h"
-#include "kernels/optim.h"
+#include "kernels/optim_args.h"
 #include "kernels/optim_math.h"
 
 namespace ember::kernels::cuda::optim_detail {

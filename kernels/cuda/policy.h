@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "../../core/dtype.h"
-#include "../conv.h"
+#include "../conv_args.h"
 #include "matmul_plan.h"
 
 namespace ember::kernels::cuda {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../pool.h"
+#include "../pool_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {

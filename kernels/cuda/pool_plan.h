@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "../../core/macros.h"
-#include "../pool.h"
+#include "../pool_args.h"
 #include "../pool_window.h"
 
 namespace ember::kernels::cuda {

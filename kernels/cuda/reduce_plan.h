@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "../../core/macros.h"
-#include "../reduce.h"
+#include "../reduce_args.h"
 #include "../reduce_order.h"
 
 namespace ember::kernels::cuda {

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "../../core/cuda_context.h"
-#include "../reduce.h"
+#include "../reduce_args.h"
 #include "../view.h"
 
 namespace ember::kernels::cuda {

@@ -23,6 +23,10 @@ expect kernels/front.cpp 'bool f(const Tensor& t) { return t.device().is_cuda();
 expect kernels/front2.cpp 'bool g(Device d) { return d.type == DeviceType::cpu; }' "tests the device"
 expect core/up.h '#include "nn/module.h"' "sits above it"
 expect nn/alias.cpp 'namespace k = ember::kernels;' "one-letter alias"
+mkdir -p "$root/kernels/cpu"
+printf '#include "../core/tensor.h"\nint conv();\n' > "$root/kernels/conv.h"
+expect kernels/cpu/conv.h '#include "../conv.h"' "reaches Tensor"
+rm "$root/kernels/conv.h"
 # The exceptions stay allowed.
 printf 'bool f(Device d) { return d.is_cuda(); }\n' > "$root/kernels/copy.cpp"
 "$check" "$root" > "$root/out" || { echo "kernels/copy.cpp refused:"; cat "$root/out"; exit 1; }
