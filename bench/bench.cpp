@@ -56,14 +56,13 @@ const std::vector<Family>& families() {
 
 namespace {
 
-// The median and spread of timed runs.
+}  // namespace
+
 Timing timing_of(std::vector<double> t) {
     std::sort(t.begin(), t.end());
     const double median = t[t.size() / 2];
     return {median, median > 0 ? (t.back() - t.front()) / median : 0};
 }
-
-}  // namespace
 
 Timing median_ms(const std::function<void()>& f, int warmup, int repeats) {
     for (int i = 0; i < warmup; ++i) f();

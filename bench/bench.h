@@ -39,6 +39,10 @@ struct Timing {
     operator double() const { return ms; }  // where only the median is wanted
 };
 
+/// The median of timed runs (ms, one or more) and their spread: (slowest −
+/// fastest) / median.
+Timing timing_of(std::vector<double> runs);
+
 /// One line of the report.
 struct Row {
     std::string family;

@@ -4,7 +4,7 @@
 // leaf's slot once it has one. Expected values are worked out on the host.
 #include <cmath>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

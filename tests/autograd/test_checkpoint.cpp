@@ -1,6 +1,6 @@
 // checkpoint: gradients identical to the plain run (bit for bit), randomness
 // replayed exactly in the recompute, and a lower peak of host memory.
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

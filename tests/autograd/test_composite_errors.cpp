@@ -1,7 +1,7 @@
 // Ops built from other ops name themselves and the bad argument in their
 // errors, never an op they call inside (nll_loss's gather, mse_loss's mean)
 // and never the anonymous "operation on an undefined tensor".
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

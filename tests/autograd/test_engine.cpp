@@ -3,7 +3,7 @@
 // anomaly mode. Gradients are checked against values worked out by hand.
 #include <thread>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -4,7 +4,7 @@
 // calling scaled_dot_product_attention; autocast; errors.
 #include <cstring>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

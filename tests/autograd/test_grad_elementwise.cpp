@@ -5,7 +5,7 @@
 // backward kernels at their kinks and tails, and gradcheck itself.
 #include <cmath>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 #include "kernels/elementwise.h"
 #include "ops/reference.h"
 

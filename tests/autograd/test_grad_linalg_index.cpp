@@ -2,7 +2,7 @@
 // matmul rank combination with batch broadcasting, bmm, addmm with each bias
 // shape, linear with and without bias; index_select, gather, scatter_add,
 // index_add and embedding with repeated indices; cat, stack, split and chunk.
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -4,7 +4,7 @@
 // errors, and anomaly mode naming cross_entropy.
 #include <cmath>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

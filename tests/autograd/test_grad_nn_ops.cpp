@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 // unfused ops, and dropout's mask rules (identity cases, keep fraction, seeding).
 #include <cmath>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

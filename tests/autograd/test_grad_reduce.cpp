@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -2,7 +2,7 @@
 // reshape (a view and a copy), flatten, squeeze, unsqueeze, permute,
 // transpose, t, slice with steps, narrow, select, expand, contiguous, clone
 // and to(dtype), alone and chained, on contiguous and transposed inputs.
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

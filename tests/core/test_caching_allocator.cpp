@@ -5,7 +5,7 @@
 #include <random>
 
 #include "core/caching_allocator.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

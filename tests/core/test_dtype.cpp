@@ -1,5 +1,5 @@
 // DType sizes, names and the promotion table.
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

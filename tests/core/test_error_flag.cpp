@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error_flag.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

@@ -11,7 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/file.h"
-#include "files.h"
+#include "support/files.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -1,7 +1,7 @@
 // f16/bf16 conversions against an independent f64 reference: the nearest
 // representable value, ties to even, for every f16 bit pattern and for many
 // f32 values between them.
-#include "support.h"
+#include "support/support.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,7 +1,7 @@
 // The Philox stream contract (docs/rng.md): Random123's published
 // known-answer vectors, element-to-block mapping derived from them, golden
 // values, independence from thread count, and state save/restore.
-#include "support.h"
+#include "support/support.h"
 
 #include <omp.h>
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdlib>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

@@ -1,7 +1,7 @@
 // Tensor construction, element access, from_blob and error paths.
 #include <thread>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -1,6 +1,6 @@
 // Views share storage and index like the naive row-major reference; every bad
 // view is an ember::Error naming the op and the shapes.
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

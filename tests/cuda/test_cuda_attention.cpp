@@ -13,7 +13,7 @@
 #include "kernels/attention.h"
 #include "support/attention_model.h"
 #include "kernels/cuda/attention_plan.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 
 #include "core/cuda_stream.h"
 #include "kernels/dispatch.h"
-#include "support.h"
+#include "support/support.h"
 #include "tests/cuda/raise_kernel.h"
 
 using namespace ember;

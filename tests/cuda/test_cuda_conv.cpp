@@ -18,8 +18,8 @@
 
 #include "core/cuda_context.h"
 #include "kernels/conv_algos.h"
-#include "kernels/linalg_cases.h"
-#include "support.h"
+#include "support/linalg_cases.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

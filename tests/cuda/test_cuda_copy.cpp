@@ -1,7 +1,7 @@
 // CUDA against the CPU backend: copies and casts between every dtype pair on
 // strided layouts, fills, host<->device moves (pinned and not), and the Philox
 // stream (uniform bit-identical, normal within a few ulp).
-#include "support.h"
+#include "support/support.h"
 
 #include <cmath>
 

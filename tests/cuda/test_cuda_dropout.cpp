@@ -4,7 +4,7 @@
 // the backward equals the CPU's; repeated runs give the same bits; and the
 // differentiable ember::dropout draws the same mask on both devices.
 #include "kernels/dropout.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

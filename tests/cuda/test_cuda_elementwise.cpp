@@ -2,7 +2,7 @@
 // (test_cuda_ops.cpp): an in-place op on a strided device view, and mixing
 // devices as a clear error.
 #include "kernels/elementwise.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

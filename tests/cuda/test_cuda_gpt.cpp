@@ -10,7 +10,7 @@
 
 #include "core/cuda_context.h"
 #include "kernels/attention.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

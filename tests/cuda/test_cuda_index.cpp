@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/index_plan.h"
 #include "kernels/index.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

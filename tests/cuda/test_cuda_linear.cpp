@@ -18,7 +18,7 @@
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

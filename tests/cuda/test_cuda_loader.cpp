@@ -1,7 +1,7 @@
 // The loader with a CUDA target: batches copied on the loader's stream equal
 // the CPU loader's bit for bit, also while the consumer keeps the GPU busy,
 // with pinned staging; and a stream + event order work across streams.
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/cuda_context.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

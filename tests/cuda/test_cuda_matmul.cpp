@@ -12,7 +12,7 @@
 
 #include "core/cuda_context.h"
 #include "core/cuda_stream.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

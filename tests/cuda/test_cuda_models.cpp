@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "core/cuda_context.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 // checked where one GPU is all there is. Results are exact: one rank's sum,
 // average, maximum or copy is the input itself. Several ranks:
 // tests/dist/test_nccl.cpp under mpirun (docs/dist.md, "NCCL").
-#include "support.h"
+#include "support/support.h"
 
 #if EMBER_WITH_NCCL
 

@@ -16,7 +16,7 @@
 #include <cmath>
 
 #include "kernels/norm.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

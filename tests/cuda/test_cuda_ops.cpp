@@ -5,7 +5,7 @@
 // except where the device math library differs (exp, log, tanh, erf, pow: a
 // few ulp), which the entry marks with cuda_exact = false.
 #include "ops/op_table.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <map>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

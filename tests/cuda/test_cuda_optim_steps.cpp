@@ -7,7 +7,7 @@
 // from device tables equals the CPU's and makes no host sync.
 #include <cstring>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

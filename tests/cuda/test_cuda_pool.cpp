@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "kernels/pool.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "kernels/reduce.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -2,7 +2,7 @@
 // each input into its slice of the output on the current stream (mixed
 // dtypes promoted, strided inputs), stack is cat of unsqueezed views, split
 // and chunk are views; and the gradient of cat flows back on the device.
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

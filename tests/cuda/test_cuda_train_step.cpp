@@ -5,7 +5,7 @@
 // sum_to that broadcasting's backward makes, relu, cross-entropy forward and
 // backward), and with `linear` on cuBLAS. Nothing in the step reads the device
 // from the host (the host-sync counter stays at 0 until the loss is read).
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -13,8 +13,8 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/mmap_dataset.h"
-#include "data_support.h"
-#include "files.h"
+#include "support/data_support.h"
+#include "support/files.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -8,7 +8,7 @@
 #include "data/idx.h"
 #include "data/mmap_dataset.h"
 #include "data/random.h"
-#include "data_support.h"
+#include "support/data_support.h"
 
 using namespace ember;
 using namespace ember::test;

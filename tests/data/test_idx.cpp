@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "data/idx.h"
-#include "data_support.h"
+#include "support/data_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -10,7 +10,7 @@
 #include "core/philox.h"
 #include "data/loader.h"
 #include "data/random.h"
-#include "data_support.h"
+#include "support/data_support.h"
 
 using namespace ember;
 using namespace ember::test;

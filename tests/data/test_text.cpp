@@ -13,7 +13,7 @@
 #include "data/subset.h"
 #include "data/text.h"
 #include "data/utf8.h"
-#include "data_support.h"
+#include "support/data_support.h"
 
 using namespace ember;
 using namespace ember::data;

@@ -7,7 +7,7 @@
 #include "core/philox.h"
 #include "data/random.h"
 #include "data/transforms.h"
-#include "data_support.h"
+#include "support/data_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "dist/comm.h"
+#include "support/dist_comm.h"
 
 namespace ember::test {
 

@@ -1,8 +1,8 @@
 // The collectives against values every rank can compute for itself: rank r's
 // contribution is a seeded random tensor of seed (r, case), so each rank
 // knows every other rank's data and the exact result in f64.
-#include "dist/comm.h"
-#include "support.h"
+#include "support/dist_comm.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -2,8 +2,8 @@
 // of B rows each must end where one model trained on the W·B rows ends (f32
 // rounding apart). Every rank also trains that reference itself, on the same
 // seeded data, so each can compare.
-#include "dist/comm.h"
-#include "support.h"
+#include "support/dist_comm.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

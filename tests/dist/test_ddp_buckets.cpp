@@ -3,8 +3,8 @@
 // gradients actually arrived in, on every rank, even where a rank's own
 // backward ran in another order. The reference order comes from hooks on a
 // plain copy of rank 0's model, not from DDP.
-#include "dist/comm.h"
-#include "support.h"
+#include "support/dist_comm.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -3,8 +3,8 @@
 // training-mode forward first broadcasts rank 0's buffers, then updates them
 // from this rank's own batch; evaluation mode broadcasts nothing. Every rank
 // replays rank 0's part on a plain BatchNorm2d, so each knows what to expect.
-#include "dist/comm.h"
-#include "support.h"
+#include "support/dist_comm.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

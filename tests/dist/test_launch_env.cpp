@@ -4,9 +4,9 @@
 // afterwards (under mpirun, OpenMPI's own are set).
 #include <optional>
 
-#include "dist/comm.h"
-#include "scoped_env.h"
-#include "support.h"
+#include "support/dist_comm.h"
+#include "support/scoped_env.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

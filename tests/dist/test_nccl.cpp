@@ -4,9 +4,9 @@
 // (`mpirun -np 2 test_dist "[nccl]"` on a machine with two GPUs; one process
 // on one GPU is a one-rank NCCL communicator). tests/cuda/test_cuda_nccl.cpp
 // checks the streams, the errors and DDP on one GPU.
-#include "dist/comm.h"
+#include "support/dist_comm.h"
 #include "dist/nccl.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

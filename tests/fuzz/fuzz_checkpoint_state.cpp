@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 #include "kernels/factories.h"
 #include "optim/adam.h"
 #include "optim/grad_scaler.h"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 
 namespace ember::fuzz {
 

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "data/idx.h"
 #include "data/mmap_dataset.h"
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 
 namespace ember::fuzz {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 #include "nn/safetensors.h"
 
 namespace ember::fuzz {

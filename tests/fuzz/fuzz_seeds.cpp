@@ -1,7 +1,7 @@
 // Seed inputs for the fuzz targets: valid files of each kind the readers
 // accept, written by ember's own writer where it has one, and the malformed
-// cases of the ordinary tests (tests/nn/safetensors_cases.h,
-// tests/data/idx_cases.h). libFuzzer starts from these; the regression test
+// cases of the ordinary tests (tests/support/safetensors_cases.h,
+// tests/support/idx_cases.h). libFuzzer starts from these; the regression test
 // replays them in every build.
 #include <CLI/CLI.hpp>
 
@@ -12,11 +12,11 @@
 #include <memory>
 
 #include "core/error.h"
-#include "data/idx_cases.h"
-#include "fuzz_targets.h"
+#include "support/idx_cases.h"
+#include "support/fuzz_targets.h"
 #include "kernels/factories.h"
 #include "nn/safetensors.h"
-#include "nn/safetensors_cases.h"
+#include "support/safetensors_cases.h"
 #include "optim/adam.h"
 #include "optim/grad_scaler.h"
 #include "optim/schedule.h"

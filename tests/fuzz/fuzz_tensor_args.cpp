@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 
 namespace ember::fuzz {
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 #include "tools/train/options.h"
 #include "train/checkpoint.h"
 #include "train/config.h"

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "fuzz/fuzz_targets.h"
+#include "support/fuzz_targets.h"
 #include "nn/safetensors.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fuzz_targets.h"
+#include "support/fuzz_targets.h"
 
 int main(int argc, char** argv) {
     if (argc != 2) {

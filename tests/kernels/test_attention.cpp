@@ -13,7 +13,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/random_math.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -16,7 +16,7 @@
 #include "support/attention_model.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_plan.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::kernels::cuda;

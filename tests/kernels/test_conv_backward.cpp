@@ -12,8 +12,8 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/conv.h"
-#include "kernels/linalg_cases.h"
-#include "support.h"
+#include "support/linalg_cases.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -15,7 +15,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_depthwise.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::kernels;

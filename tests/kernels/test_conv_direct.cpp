@@ -12,7 +12,7 @@
 #include <cstring>
 #include <limits>
 
-#include "conv_cases.h"
+#include "support/conv_cases.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_direct.h"
 

@@ -1,6 +1,6 @@
 // Casts between every pair of dtypes against an independent f64 reference of
 // the documented rules, strided and broadcast copies, and copy errors.
-#include "support.h"
+#include "support/support.h"
 
 #include <cmath>
 #include <cstring>

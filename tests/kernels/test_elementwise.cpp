@@ -8,7 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/front.h"
 #include "ops/reference.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

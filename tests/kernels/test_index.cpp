@@ -2,7 +2,7 @@
 // naive f64 references over multi-indices: shape tables with size-0 and size-1
 // dims, every dim, non-contiguous inputs and indices, several dtypes, threaded
 // sizes, determinism of scatter_add, and every error path.
-#include "support.h"
+#include "support/support.h"
 
 #include <algorithm>
 

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "kernels/loss.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "kernels/math.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

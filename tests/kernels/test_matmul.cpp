@@ -8,7 +8,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/front.h"
 #include "kernels/matmul.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "kernels/norm.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

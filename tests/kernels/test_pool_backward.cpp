@@ -12,8 +12,8 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/front.h"
 #include "kernels/pool.h"
-#include "kernels/linalg_cases.h"
-#include "support.h"
+#include "support/linalg_cases.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

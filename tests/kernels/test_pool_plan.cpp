@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/pool_plan.h"
 #include "kernels/pool.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

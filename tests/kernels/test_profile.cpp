@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "kernels/profile_trace.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

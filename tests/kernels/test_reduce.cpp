@@ -11,7 +11,7 @@
 #include "kernels/reduce.h"
 #include "ops/op_table.h"
 #include "ops/reference.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

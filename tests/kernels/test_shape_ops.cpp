@@ -1,7 +1,7 @@
 // Tests for cat, stack, split and chunk against naive references over
 // multi-indices: every dim, size-0 and size-1 dims, non-contiguous inputs,
 // mixed dtypes, threaded sizes, split/cat round trips, and every error path.
-#include "support.h"
+#include "support/support.h"
 
 #include "kernels/cpu/shape_ops.h"
 #include "kernels/front.h"

@@ -10,7 +10,7 @@
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 #include "ops/reference.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

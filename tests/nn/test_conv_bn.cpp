@@ -5,7 +5,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

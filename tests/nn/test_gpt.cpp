@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "kernels/profile.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

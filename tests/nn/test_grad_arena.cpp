@@ -4,7 +4,7 @@
 // gradients come from a twin model without an arena, one pass at a time.
 #include <cstdint>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -3,7 +3,7 @@
 // (Kaiming, Xavier, gains, fans), checked by bounds and sample statistics.
 #include <cmath>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -3,7 +3,7 @@
 // statistics, momentum, eval), LayerNorm and Embedding, plus their errors.
 #include <cmath>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

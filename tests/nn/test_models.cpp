@@ -4,7 +4,7 @@
 // (bit-exact round trip, wrong architecture, truncated file).
 #include <filesystem>
 
-#include "safetensors_files.h"
+#include "support/safetensors_files.h"
 
 using namespace ember;
 using namespace ember::test;

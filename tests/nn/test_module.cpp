@@ -3,7 +3,7 @@
 // state_dict / load_state_dict with every error path, and the printed tree.
 #include <sstream>
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

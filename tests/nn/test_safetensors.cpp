@@ -9,7 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "nn/safetensors.h"
-#include "safetensors_files.h"
+#include "support/safetensors_files.h"
 
 using namespace ember;
 using namespace ember::test;

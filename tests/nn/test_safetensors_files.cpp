@@ -8,11 +8,11 @@
 #include <chrono>
 #include <thread>
 
-#include "files.h"
+#include "support/files.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
 #include "nn/serialize.h"
-#include "safetensors_files.h"
+#include "support/safetensors_files.h"
 
 using namespace ember;
 using namespace ember::test;

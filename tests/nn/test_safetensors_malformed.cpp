@@ -6,8 +6,8 @@
 #include <random>
 
 #include "nn/safetensors.h"
-#include "safetensors_cases.h"
-#include "safetensors_files.h"
+#include "support/safetensors_cases.h"
+#include "support/safetensors_files.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -1,6 +1,6 @@
 // The oracles shared by the tests and the benchmarks, without Catch2: seeded
 // random inputs, f64 host copies, non-contiguous layouts, per-dtype tolerances
-// and the elementwise closeness check that check_close (tests/support.h) and
+// and the elementwise closeness check that check_close (tests/support/support.h) and
 // the benchmark's validation both report through.
 #pragma once
 

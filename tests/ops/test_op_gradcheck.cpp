@@ -1,7 +1,7 @@
 // The op table's gradcheck: every differentiable entry on its gradcheck cases
 // (f64), contiguous and transposed, first with every floating input requiring
 // grad, then with each one alone held constant.
-#include "autograd/grad_support.h"
+#include "support/grad_support.h"
 #include "ops/op_table.h"
 
 using namespace ember;

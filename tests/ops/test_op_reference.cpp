@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "ops/op_table.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

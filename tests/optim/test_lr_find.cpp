@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "optim/optim.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

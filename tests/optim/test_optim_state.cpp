@@ -7,7 +7,7 @@
 
 #include "kernels/optim.h"
 #include "optim/optim.h"
-#include "optim_ref.h"
+#include "support/optim_ref.h"
 
 using namespace ember;
 using namespace ember::test;

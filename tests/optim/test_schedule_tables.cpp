@@ -10,7 +10,7 @@
 
 #include "kernels/optim.h"
 #include "optim/optim.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "nn/safetensors.h"
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "nn/layers.h"
-#include "support.h"
+#include "support/support.h"
 #include "train/divergence.h"
 
 using namespace ember;

@@ -3,7 +3,7 @@
 // tests/cli/train_cli.sh, case doctor.)
 #include "tools/train/doctor.h"
 
-#include "support.h"
+#include "support/support.h"
 
 using namespace ember;
 

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "tools/svg_support.h"
+#include "support/svg_support.h"
 #include "train/plot.h"
 
 using namespace ember;

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tools/svg_support.h"
+#include "support/svg_support.h"
 #include "train/svg.h"
 
 using namespace ember;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/xml_check.h"  // tests/tools/
+#include "xml_check.h"
 
 namespace ember::test {
 
