@@ -63,4 +63,19 @@ EMBER_HD EMBER_INLINE uint64_t randint_at(uint64_t seed, uint64_t first, int64_t
     return (uint64_t(b.x[w + 1]) << 32 | b.x[w]) % range;
 }
 
+/// Dropout's rule, one definition for both backends and every caller of
+/// the stream (dropout, attention's probabilities): element i is kept iff
+/// its f32 uniform u (uniform_at<float>) is >= p, and a kept value is scaled
+/// by 1/(1 − p) in Acc<T> and rounded once, a dropped one is 0. The backward
+/// applies the same to the gradient with the saved mask.
+EMBER_HD EMBER_INLINE bool dropout_keep(float u, double p) { return double(u) >= p; }
+
+template <class T>
+struct DropoutScale {
+    Acc<T> scale;  ///< 1 / (1 − p)
+    EMBER_HD EMBER_INLINE T operator()(T x, uint8_t keep) const {
+        return keep ? cast<T>(cast<Acc<T>>(x) * scale) : cast<T>(Acc<T>(0));
+    }
+};
+
 }  // namespace ember::math

@@ -286,7 +286,8 @@ void dropout_row(const Dims& s, int64_t bh, int64_t row, int64_t c0, int64_t n, 
     const A scale = A(1) / (A(1) - A(a.dropout_p));
     const int64_t base = (bh * s.tq + row) * s.tk + c0;
     for (int64_t c = 0; c < n; ++c)
-        keep[c] = math::uniform_at<float>(a.seed, a.first_block, base + c) >= float(a.dropout_p)
+        keep[c] = math::dropout_keep(math::uniform_at<float>(a.seed, a.first_block, base + c),
+                                     a.dropout_p)
                       ? scale
                       : A(0);
 }

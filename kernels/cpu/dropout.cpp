@@ -40,8 +40,8 @@ void dropout_forward(const View& out, const View& mask, const View& x, double p,
         // one); it is the one definition of the stream, which the mask must match.
 #pragma omp parallel for schedule(static) if (parallel)
         for (int64_t i = 0; i < n; ++i) {
-            const bool keep = double(math::uniform_at<float>(seed, first_block, i)) >= p;
-            o[i] = keep ? math::cast<T>(math::cast<A>(in[i]) * scale) : math::cast<T>(A(0));
+            const bool keep = math::dropout_keep(math::uniform_at<float>(seed, first_block, i), p);
+            o[i] = math::DropoutScale<T>{scale}(in[i], keep);
             m[i] = keep;
         }
     });
@@ -58,10 +58,9 @@ void dropout_backward(const View& grad_x, const View& grad_y, const View& mask, 
         const uint8_t* m = mask.ptr<const uint8_t>();
         T* o = grad_x.ptr<T>();
         const int64_t n = grad_y.numel();
-        const A scale = A(1 / (1 - p));
+        const math::DropoutScale<T> apply{A(1 / (1 - p))};
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain && !omp_in_parallel())
-        for (int64_t i = 0; i < n; ++i)
-            o[i] = m[i] ? math::cast<T>(math::cast<A>(g[i]) * scale) : math::cast<T>(A(0));
+        for (int64_t i = 0; i < n; ++i) o[i] = apply(g[i], m[i]);
     });
 }
 

@@ -29,7 +29,7 @@ AttnScalars scalars_of(const AttentionArgs& args) {
     AttnScalars a;
     a.scale = float(args.scale);
     a.scale64 = args.scale;
-    a.dropout_p = float(args.dropout_p);
+    a.dropout_p = args.dropout_p;
     a.keep_scale = 1.0f / (1.0f - float(args.dropout_p));  // as the CPU kernel forms it
     a.keep_scale64 = 1.0 / (1.0 - args.dropout_p);
     a.seed = args.seed;

@@ -34,7 +34,7 @@ inline Heads heads_of(const View& v) {
 struct AttnScalars {
     float scale = 1;
     double scale64 = 1;
-    float dropout_p = 0;
+    double dropout_p = 0;
     float keep_scale = 1;  ///< 1 / (1 − p)
     double keep_scale64 = 1;
     uint64_t seed = 0, first_block = 0;
@@ -45,7 +45,7 @@ struct AttnScalars {
 __device__ __forceinline__ bool attn_keep(const AttnScalars& a, const AttentionShape& s,
                                           int64_t bh, int64_t row, int64_t key) {
     const int64_t i = (bh * s.tq + row) * s.tk + key;
-    return math::uniform_at<float>(a.seed, a.first_block, i) >= a.dropout_p;
+    return math::dropout_keep(math::uniform_at<float>(a.seed, a.first_block, i), a.dropout_p);
 }
 
 /// Rows [t0, t0 + n) of head bh of `src` (d wide, 2-byte elements) into

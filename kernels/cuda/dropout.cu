@@ -38,8 +38,8 @@ __global__ void dropout_forward_kernel(T* out, uint8_t* mask, const T* x, int64_
         for (int k = 0; k < 4; ++k) {
             const int64_t i = 4 * j + k;
             if (i >= n) break;
-            const bool keep = double(uniform_f32(b.x[k])) >= p;
-            out[i] = keep ? math::cast<T>(math::cast<A>(x[i]) * scale) : math::cast<T>(A(0));
+            const bool keep = math::dropout_keep(uniform_f32(b.x[k]), p);
+            out[i] = math::DropoutScale<T>{scale}(x[i], keep);
             mask[i] = keep;
         }
     }
@@ -53,15 +53,6 @@ __global__ void dropout_identity_kernel(T* out, uint8_t* mask, const T* x, int64
         mask[i] = 1;
     }
 }
-
-template <class T>
-struct DropoutGrad {
-    math::Acc<T> scale;
-    EMBER_HD EMBER_INLINE T operator()(T g, uint8_t m) const {
-        using A = math::Acc<T>;
-        return m ? math::cast<T>(math::cast<A>(g) * scale) : math::cast<T>(A(0));
-    }
-};
 
 }  // namespace
 
@@ -94,7 +85,7 @@ void dropout_backward(const View& grad_x, const View& grad_y, const View& mask, 
     visit_floating(grad_y.dtype, "dropout_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = math::Acc<T>;
-        map<T, T, uint8_t>(stream, grad_x, DropoutGrad<T>{A(1 / (1 - p))}, grad_y, mask);
+        map<T, T, uint8_t>(stream, grad_x, math::DropoutScale<T>{A(1 / (1 - p))}, grad_y, mask);
     });
 }
 

@@ -56,8 +56,8 @@ Reference reference(const Case& c, const std::vector<double>& q, const std::vect
                 mx = std::max(mx, s[size_t(j)]);
                 if (c.dropout > 0) {
                     const int64_t idx = (bh * c.tq + i) * c.tk + j;
-                    keep[size_t(j)] = math::uniform_at<float>(a.seed, a.first_block, idx) >=
-                                              float(c.dropout)
+                    keep[size_t(j)] = double(math::uniform_at<float>(a.seed, a.first_block,
+                                                                     idx)) >= c.dropout
                                           ? 1 / (1 - c.dropout)
                                           : 0.0;
                 }

@@ -75,7 +75,7 @@ inline float round_operand(float x, bool bf16) {
 inline float model_keep(const AttnModelIn& in, int64_t bh, int64_t row, int64_t key) {
     if (in.dropout <= 0) return 1;
     const int64_t i = (bh * in.s.tq + row) * in.s.tk + key;
-    return math::uniform_at<float>(in.seed, in.first_block, i) >= float(in.dropout)
+    return math::dropout_keep(math::uniform_at<float>(in.seed, in.first_block, i), in.dropout)
                ? 1.0f / (1.0f - float(in.dropout))
                : 0.0f;
 }
