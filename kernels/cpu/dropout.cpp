@@ -14,14 +14,14 @@
 #include <omp.h>
 
 #include "kernels/cpu/loop.h"
+#include "kernels/dropout_args.h"
 #include "kernels/random_math.h"
 
 namespace ember::kernels::cpu {
 
 void dropout_forward(const View& out, const View& mask, const View& x, double p, uint64_t seed,
                      uint64_t first_block) {
-    EMBER_INTERNAL_ASSERT(out.is_contiguous() && mask.is_contiguous() && x.is_contiguous() &&
-                          out.dtype == x.dtype && mask.dtype == DType::u8);
+    EMBER_INTERNAL_ASSERT(dropout_forward_views(out, mask, x));
     visit_floating(x.dtype, "dropout_forward", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = math::Acc<T>;
@@ -48,9 +48,7 @@ void dropout_forward(const View& out, const View& mask, const View& x, double p,
 }
 
 void dropout_backward(const View& grad_x, const View& grad_y, const View& mask, double p) {
-    EMBER_INTERNAL_ASSERT(grad_x.is_contiguous() && grad_y.is_contiguous() &&
-                          mask.is_contiguous() && grad_x.dtype == grad_y.dtype &&
-                          mask.dtype == DType::u8);
+    EMBER_INTERNAL_ASSERT(dropout_backward_views(grad_x, grad_y, mask));
     visit_floating(grad_y.dtype, "dropout_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = math::Acc<T>;
