@@ -51,7 +51,7 @@ struct BatchNormBackwardArgs {
 // x's dtype (so an f16 value rounding to −0 stays −0, as relu(batch_norm(x))
 // gives), and the mask enters the backward's sums and apply pass exactly as
 // a gradient of 0 would: on the CPU the results equal batch_norm followed by
-// relu bit for bit (tests/kernels/test_norm.cpp).
+// relu bit for bit (tests/kernels/test_norm_fused.cpp).
 // batch_norm_add_relu_forward adds a residual (a ResNet block's skip) in the
 // same apply pass: relu(batch_norm(x) + residual), with batch norm's value
 // rounded to x's dtype before the add and the sum rounded before the ReLU,
