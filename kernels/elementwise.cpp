@@ -39,6 +39,8 @@ const char* op_name(UnaryOp op) {
             return "sigmoid";
         case UnaryOp::tanh:
             return "tanh";
+        case UnaryOp::silu:
+            return "silu";
     }
     return "unary";
 }
@@ -69,6 +71,8 @@ const char* op_name(BinaryOp op) {
             return "sigmoid_backward";
         case BinaryOp::tanh_backward:
             return "tanh_backward";
+        case BinaryOp::silu_backward:
+            return "silu_backward";
     }
     return "binary";
 }
@@ -340,6 +344,9 @@ Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
 Tensor tanh_backward(const Tensor& g, const Tensor& y) {
     return binary(BinaryOp::tanh_backward, g, y);
 }
+Tensor silu_backward(const Tensor& g, const Tensor& x) {
+    return binary(BinaryOp::silu_backward, g, x);
+}
 
 Tensor add_(const Tensor& a, const Tensor& b) { return binary_(BinaryOp::add, a, b); }
 Tensor add_(const Tensor& a, double s) { return binary_(BinaryOp::add, a, s); }
@@ -359,6 +366,7 @@ Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::rsqrt, x); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
 Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
+Tensor silu(const Tensor& x) { return unary(UnaryOp::silu, x); }
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
     return unary(approximate == GeluApprox::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
 }

@@ -71,7 +71,7 @@ Tensor div_(const Tensor& a, double s);
 /// -x; integers wrap; bool is an error.
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
-/// exp(x); integer inputs give f32 (likewise log, sqrt, rsqrt, sigmoid, tanh, gelu).
+/// exp(x); integer inputs give f32 (likewise log, sqrt, rsqrt, sigmoid, tanh, gelu, silu).
 Tensor exp(const Tensor& x);
 /// log(0) = -inf; log(x < 0) = NaN.
 Tensor log(const Tensor& x);
@@ -82,6 +82,8 @@ Tensor rsqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+/// SiLU (swish): x * sigmoid(x), as torch.nn.functional.silu.
+Tensor silu(const Tensor& x);
 
 // GeluApprox: kernels/op_types.h.
 /// x * Phi(x), exact (erf) or by the tanh approximation.
@@ -89,11 +91,12 @@ Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
 
 /// Activation backwards in one pass: the gradient of the input from the
 /// upstream gradient `g` and what the forward saved — its output y for relu,
-/// sigmoid and tanh, its input x for gelu. Floating dtypes; shapes broadcast.
+/// sigmoid and tanh, its input x for gelu and silu. Floating dtypes; shapes broadcast.
 Tensor relu_backward(const Tensor& g, const Tensor& y);
 Tensor gelu_backward(const Tensor& g, const Tensor& x, GeluApprox approximate = GeluApprox::none);
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y);
 Tensor tanh_backward(const Tensor& g, const Tensor& y);
+Tensor silu_backward(const Tensor& g, const Tensor& x);
 
 /// min(max(x, lo), hi) with either bound optional (not both absent, not NaN);
 /// keeps integer dtypes (bounds rounded inward); lo > hi gives hi; NaN stays NaN.

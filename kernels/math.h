@@ -106,11 +106,12 @@ namespace ember::kernels {
 
 /// The elementwise families' ops; the front picks one, each backend's switch
 /// maps it to the functor below of the same name.
-enum class UnaryOp { neg, abs, exp, log, sqrt, rsqrt, relu, gelu, gelu_tanh, sigmoid, tanh };
+enum class UnaryOp { neg, abs, exp, log, sqrt, rsqrt, relu, gelu, gelu_tanh, sigmoid, tanh, silu };
 enum class BinaryOp {
     add, sub, mul, div, pow, maximum, minimum,
     // Activation backwards, (grad, saved) -> grad_input: one pass instead of three.
-    relu_backward, gelu_backward, gelu_tanh_backward, sigmoid_backward, tanh_backward
+    relu_backward, gelu_backward, gelu_tanh_backward, sigmoid_backward, tanh_backward,
+    silu_backward
 };
 enum class CompareOp { eq, ne, lt, le, gt, ge };
 
@@ -299,6 +300,15 @@ struct Sigmoid {  // exp(-x) overflows to inf for x < -88 (f32), giving exactly 
     }
 };
 
+/// SiLU (swish): x·sigmoid(x) = x / (1 + exp(−x)); for very negative x the
+/// exp overflows to inf and the result is −0, the limit.
+struct Silu {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T x) const {
+        return x / (T(1) + std::exp(-x));
+    }
+};
+
 struct Tanh {
     template <class T>
     EMBER_HD EMBER_INLINE T operator()(T x) const {
@@ -329,7 +339,7 @@ struct GeluTanh {
 };
 
 // Activation backwards: (g, saved) -> dL/dx. `saved` is the op's output y for
-// relu/sigmoid/tanh and its input x for the GELUs.
+// relu/sigmoid/tanh and its input x for the GELUs and SiLU.
 struct ReluBackward {  // g where y > 0 (PyTorch's convention: 0 at the kink)
     template <class T>
     EMBER_HD EMBER_INLINE T operator()(T g, T y) const {
@@ -369,6 +379,15 @@ struct SigmoidBackward {  // g·y·(1 − y)
     template <class T>
     EMBER_HD EMBER_INLINE T operator()(T g, T y) const {
         return g * y * (T(1) - y);
+    }
+};
+
+/// d/dx x·σ(x) = σ(x)·(1 + x·(1 − σ(x))); the saved tensor is the input x.
+struct SiluBackward {
+    template <class T>
+    EMBER_HD EMBER_INLINE T operator()(T g, T x) const {
+        const T s = T(1) / (T(1) + std::exp(-x));
+        return g * s * (T(1) + x * (T(1) - s));
     }
 };
 
@@ -460,11 +479,13 @@ template <> inline constexpr Accepts accepts_v<Gelu> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<GeluTanh> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<Sigmoid> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<Tanh> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<Silu> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<ReluBackward> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<GeluBackward> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<GeluTanhBackward> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<SigmoidBackward> = Accepts::floating;
 template <> inline constexpr Accepts accepts_v<TanhBackward> = Accepts::floating;
+template <> inline constexpr Accepts accepts_v<SiluBackward> = Accepts::floating;
 
 /// body(TypeTag<T>{}) for dtype d, instantiated only for the dtypes A allows.
 /// Reaching another dtype is a bug in ember (the front checks first).
@@ -498,6 +519,7 @@ decltype(auto) visit_op(kernels::UnaryOp op, F&& f) {
         case U::gelu: return f(Gelu{});
         case U::gelu_tanh: return f(GeluTanh{});
         case U::sigmoid: return f(Sigmoid{});
+        case U::silu: return f(Silu{});
         case U::tanh: return f(Tanh{});
     }
     __builtin_unreachable();
@@ -518,6 +540,7 @@ decltype(auto) visit_op(kernels::BinaryOp op, F&& f) {
         case B::gelu_backward: return f(GeluBackward{});
         case B::gelu_tanh_backward: return f(GeluTanhBackward{});
         case B::sigmoid_backward: return f(SigmoidBackward{});
+        case B::silu_backward: return f(SiluBackward{});
         case B::tanh_backward: return f(TanhBackward{});
     }
     __builtin_unreachable();

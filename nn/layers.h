@@ -160,6 +160,12 @@ private:
     GeluApprox approximate_;
 };
 
+class SiLU : public Module {
+public:
+    Tensor forward(const Tensor& x) override { return ember::silu(x); }
+    std::string type_name() const override { return "SiLU"; }
+};
+
 class Identity : public Module {
 public:
     Tensor forward(const Tensor& x) override { return x; }

@@ -234,6 +234,11 @@ Tensor tanh(const Tensor& x) {
                  [](const Tensor& g, const Tensor& y) { return kernels::tanh_backward(g, y); });
 }
 
+Tensor silu(const Tensor& x) {
+    return unary("silu", x, kernels::silu(x), false,
+                 [](const Tensor& g, const Tensor& x) { return kernels::silu_backward(g, x); });
+}
+
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
     return unary("gelu", x, kernels::gelu(x, approximate), false,
                  [approximate](const Tensor& g, const Tensor& x) {

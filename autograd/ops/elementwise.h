@@ -40,6 +40,8 @@ Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
+/// SiLU (swish): x * sigmoid(x); its backward reads the saved input.
+Tensor silu(const Tensor& x);
 /// Gradient flows where lo <= x <= hi.
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 /// cond ? a : b, broadcasting all three; gradients flow to the chosen side.

@@ -1,5 +1,5 @@
 // The layers without parameters, against values worked out here: Dropout
-// (train and eval), ReLU, GELU (exact and tanh), the three poolings, Flatten,
+// (train and eval), ReLU, GELU (exact and tanh), SiLU, the three poolings, Flatten,
 // Identity, and Sequential chaining its children.
 #include <cmath>
 #include <sstream>
@@ -41,15 +41,16 @@ TEST_CASE("Dropout: identity in eval, zeros about p of the elements in train", "
     REQUIRE_THROWS_WITH_MSG(nn::Dropout(-0.1), "Dropout: p must be in [0, 1], got -0.1");
 }
 
-TEST_CASE("ReLU and GELU: values", "[nn][layers]") {
+TEST_CASE("ReLU, GELU and SiLU: values", "[nn][layers]") {
     const Tensor x = random_tensor({3, 7}, DType::f64, 61, -4.0, 4.0);
     const std::vector<double> vx = values(x);
-    std::vector<double> relu, gelu, gelu_tanh;
+    std::vector<double> relu, gelu, gelu_tanh, silu;
     for (double v : vx) {
         relu.push_back(v > 0 ? v : 0.0);
         gelu.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
         const double k = std::sqrt(2.0 / M_PI);
         gelu_tanh.push_back(0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))));
+        silu.push_back(v / (1 + std::exp(-v)));
     }
     nn::ReLU r;
     nn::GELU g;
@@ -57,6 +58,9 @@ TEST_CASE("ReLU and GELU: values", "[nn][layers]") {
     check_close(r(x), relu, 1e-15, 0);
     check_close(g(x), gelu, 1e-12, 1e-15);
     check_close(gt(x), gelu_tanh, 1e-12, 1e-15);
+    nn::SiLU s;
+    check_close(s(x), silu, 1e-14, 1e-15);
+    CHECK(s.type_name() == "SiLU");
     check_close(r(non_contiguous(x)), relu, 1e-15, 0);
     CHECK(r(zeros({0, 3})).shape() == Shape{0, 3});
 }

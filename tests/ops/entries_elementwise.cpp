@@ -336,6 +336,7 @@ std::vector<OpEntry> elementwise_entries() {
         unary("tanh", UnaryOp::tanh, kernels::tanh, ember::tanh, tails, 1),
         unary("gelu", UnaryOp::gelu, gelu, gelu_ad, tails, 5),
         unary("gelu_tanh", UnaryOp::gelu_tanh, gelu_tanh, gelu_tanh_ad, tails, 9),
+        unary("silu", UnaryOp::silu, kernels::silu, ember::silu, tails, 4),
         // name, op, raw, differentiable, domains of a and b
         binary("add", BinaryOp::add, {kernels::add, kernels::add}, {ember::add, ember::add}, {any}),
         binary("sub", BinaryOp::sub, {kernels::sub, kernels::sub}, {ember::sub, ember::sub}, {any}),
@@ -363,6 +364,7 @@ std::vector<OpEntry> elementwise_entries() {
         activation_backward("sigmoid_backward", BinaryOp::sigmoid_backward,
                             kernels::sigmoid_backward, 4, 3),
         activation_backward("tanh_backward", BinaryOp::tanh_backward, kernels::tanh_backward, 4, 3),
+        activation_backward("silu_backward", BinaryOp::silu_backward, kernels::silu_backward, 6, 7),
         activation_backward(
             "gelu_backward", BinaryOp::gelu_backward,
             [](const Tensor& g, const Tensor& x) { return kernels::gelu_backward(g, x); }, 6, 8),

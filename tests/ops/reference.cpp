@@ -38,6 +38,8 @@ double unary(kernels::UnaryOp op, double x) {
             return 1.0 / (1.0 + std::exp(-x));
         case U::tanh:
             return std::tanh(x);
+        case U::silu:  // x·σ(x)
+            return x / (1 + std::exp(-x));
     }
     return NAN;
 }
@@ -65,7 +67,7 @@ double binary(kernels::BinaryOp op, double a, double b, bool integer) {
             return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
         case B::minimum:
             return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-        // a = upstream gradient, b = saved output (relu, sigmoid, tanh) or input (gelu).
+        // a = upstream gradient, b = saved output (relu, sigmoid, tanh) or input (gelu, silu).
         case B::relu_backward:
             return b > 0 ? a : 0.0;
         case B::gelu_backward: {  // d/dx x Φ(x) = Φ(x) + x φ(x)
@@ -83,6 +85,10 @@ double binary(kernels::BinaryOp op, double a, double b, bool integer) {
             return a * b * (1 - b);
         case B::tanh_backward:
             return a * (1 - b * b);
+        case B::silu_backward: {  // d/dx x·σ(x) by the product rule, σ' = σ(1 − σ)
+            const double s = 1 / (1 + std::exp(-b));
+            return a * (s + b * s * (1 - s));
+        }
     }
     return NAN;
 }

@@ -40,6 +40,7 @@ UNARY = {
     "neg": torch.neg, "abs": torch.abs, "relu": torch.relu, "exp": torch.exp,
     "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sigmoid": torch.sigmoid,
     "tanh": torch.tanh, "gelu": F.gelu, "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"),
+    "silu": F.silu,
 }
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
@@ -49,6 +50,7 @@ BINARY = {
     "sigmoid_backward": A.sigmoid_backward, "tanh_backward": A.tanh_backward,
     "gelu_backward": A.gelu_backward,
     "gelu_tanh_backward": lambda g, x: A.gelu_backward(g, x, approximate="tanh"),
+    "silu_backward": A.silu_backward,
 }
 POSITIVE = {"log", "sqrt", "rsqrt", "pow"}
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
