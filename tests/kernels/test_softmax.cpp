@@ -84,32 +84,7 @@ TEST_CASE("softmax keeps terms down to the smallest normal float", "[softmax]") 
 }
 
 // ---- Backward ------------------------------------------------------------
-
-namespace {
-
-// d/dx of sum(f(x) · R) by central differences, in f64.
-template <class F>
-std::vector<double> numeric_grad(const Tensor& x, const Tensor& r, F f, double h = 1e-6) {
-    const std::vector<double> rv = values(r);
-    std::vector<double> out;
-    Tensor xp = x.clone();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-        const Shape at = unravel(i, x.shape());
-        const double v = x.at(at);
-        double side[2];
-        for (int k = 0; k < 2; ++k) {
-            xp.set(at, k == 0 ? v + h : v - h);
-            const std::vector<double> y = values(f(xp));
-            side[k] = 0;
-            for (size_t j = 0; j < y.size(); ++j) side[k] += y[j] * rv[j];
-        }
-        xp.set(at, v);
-        out.push_back((side[0] - side[1]) / (2 * h));
-    }
-    return out;
-}
-
-}  // namespace
+// numeric_grad: tests/support/support.h.
 
 TEST_CASE("softmax backwards agree with central differences of the forwards",
           "[softmax][backward]") {

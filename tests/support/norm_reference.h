@@ -1,7 +1,6 @@
 // What the normalization tests share (tests/kernels/test_norm*.cpp): naive
 // f64 batch norm and layer norm written here (statistics, outputs and
-// gradients), central differences of a forward, the fused cases' inputs and
-// the dtype tolerances.
+// gradients), the fused cases' inputs and the dtype tolerances.
 #pragma once
 
 #include <cmath>
@@ -105,29 +104,6 @@ inline void check_scaled(const Tensor& got, const std::vector<double>& want, dou
 // group's values nearly coincide (var near eps), as in PyTorch's f32 kernels.
 inline double grad_rtol(DType dt) { return dt == DType::f64 ? 1e-11 : std::max(2 * rtol_for(dt), 1e-4); }
 
-
-// d/dv of sum(f(v) · R) by central differences, in f64.
-template <class F>
-std::vector<double> numeric_grad(const Tensor& v, const Tensor& r, F f, double h = 1e-6) {
-    const std::vector<double> rv = values(r);
-    std::vector<double> out;
-    Tensor vp = v.clone();
-    for (int64_t i = 0; i < v.numel(); ++i) {
-        const Shape at = unravel(i, v.shape());
-        const double v0 = v.at(at);
-        double side[2];
-        for (int s = 0; s < 2; ++s) {
-            vp.set(at, s == 0 ? v0 + h : v0 - h);
-            const std::vector<double> y = values(f(vp));
-            side[s] = 0;
-            for (size_t j = 0; j < y.size(); ++j) side[s] += y[j] * rv[j];
-        }
-        vp.set(at, v0);
-        out.push_back((side[0] - side[1]) / (2 * h));
-    }
-    return out;
-}
-
 // Whether a and b hold the same bytes (−0 and +0 differ here, unlike in check_close).
 inline bool same_bits(const Tensor& a, const Tensor& b) {
     if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
@@ -158,6 +134,5 @@ inline FusedCase fused_case(const Shape& shape, DType dt, bool affine, uint64_t&
     seed += 2;
     return f;
 }
-
 
 }  // namespace ember::test

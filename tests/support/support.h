@@ -50,6 +50,29 @@ inline void check_close_scaled(const Tensor& got, const Tensor& want, double rel
     check_close(g, w, rel, rel * scale);
 }
 
+/// d/dv of sum(f(v) · r) by central differences in f64, element by element
+/// of v (f64): the gradient a backward must give for the upstream gradient r.
+template <class F>
+std::vector<double> numeric_grad(const Tensor& v, const Tensor& r, F f, double h = 1e-6) {
+    const std::vector<double> rv = values(r);
+    std::vector<double> out;
+    Tensor vp = v.clone();
+    for (int64_t i = 0; i < v.numel(); ++i) {
+        const Shape at = unravel(i, v.shape());
+        const double v0 = v.at(at);
+        double side[2];
+        for (int s = 0; s < 2; ++s) {
+            vp.set(at, s == 0 ? v0 + h : v0 - h);
+            const std::vector<double> y = values(f(vp));
+            side[s] = 0;
+            for (size_t j = 0; j < y.size(); ++j) side[s] += y[j] * rv[j];
+        }
+        vp.set(at, v0);
+        out.push_back((side[0] - side[1]) / (2 * h));
+    }
+    return out;
+}
+
 /// Requires that `expr` throws ember::Error whose message contains `substr`.
 #define REQUIRE_THROWS_WITH_MSG(expr, substr) \
     REQUIRE_THROWS_WITH((expr), Catch::Matchers::Contains(substr))
