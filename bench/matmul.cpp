@@ -1,9 +1,11 @@
 // matmul family: ember's matmul against Eigen called directly on the same
 // buffers in the same run (the limit). FLOPs 2·M·N·K per matrix; bytes are
 // not the limit here. Rows: square and tall-times-wide GEMMs (front, kernel
-// into a reused buffer, transposed right operand read in place) and a batch
-// of small matrices; on a GPU also bench/gpu_linalg.cpp's rows.
+// into a reused buffer, transposed right operand read in place), the same in
+// bf16 against the bf16 dot-product peak timed beside them, and a batch of
+// small matrices; on a GPU also bench/gpu_linalg.cpp's rows.
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/gemm_bf16_tile.h"
 
 #include <omp.h>
 
@@ -14,6 +16,7 @@
 #include <functional>
 
 #include "bench/bench.h"
+#include "core/settings.h"
 #include "ember/ember.h"
 #include "ember/kernels.h"
 #include "kernels/front.h"
@@ -95,6 +98,77 @@ void gemm_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
     row("matmul f32, b.t()", ms[4], ms[3], lim_t);
 }
 
+// Checks a bf16 c = a · b (all bf16, contiguous, b [K, N] with element
+// strides (sk, sn)) at sampled entries against f64 sums of the bf16 values:
+// f32 sums and one bf16 rounding.
+void validate_bf16(const Tensor& c, const Tensor& a, const Tensor& b, const char* what) {
+    const int64_t m = a.size(0), k = a.size(1), n = c.size(1), sk = b.stride(0), sn = b.stride(1);
+    const BFloat16 *pa = a.data<BFloat16>(), *pb = b.data<BFloat16>(), *pc = c.data<BFloat16>();
+    for (int s = 0; s < 64; ++s) {
+        const int64_t i = (s * 131 + 3) % m, j = (s * 71 + 5) % n;
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+            const double x = double(float(pa[i * k + p])) * double(float(pb[p * sk + j * sn]));
+            want += x;
+            mag += std::abs(x);
+        }
+        const double got = float(pc[i * n + j]);
+        if (std::abs(got - want) > std::ldexp(std::abs(want), -8) + 1e-5 * mag + 1e-6)
+            EMBER_FAIL("bench matmul: ", what, " is wrong at [", i, ", ", j, "]: got ", got,
+                       ", expected ", want);
+    }
+}
+
+// bf16 rows for one GEMM shape (bf16 operands and result, f32 sums): ember's
+// matmul, the CPU kernel into a reused buffer, a transposed right operand
+// read in place — against the bf16 dot-product peak (register-only
+// VDPBF16PS on every thread, the tile's instruction mix without its loads)
+// timed interleaved with them. Where the CPU multiplies bf16 by its f32
+// emulation, against ember's f32 matmul of the same shape instead.
+void bf16_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
+    const Tensor a = rand({m, k}).to(DType::bf16), b = rand({k, n}).to(DType::bf16),
+                 bt = rand({n, k}).to(DType::bf16), a32 = rand({m, k}), b32 = rand({k, n});
+    Tensor d = empty({m, n}, {DType::bf16});
+    const kernels::View vd = kernels::view_of(d), va = kernels::view_of(a),
+                        vb = kernels::view_of(b);
+    validate_bf16(kernels::matmul(a, b), a, b, "ember matmul bf16");
+    kernels::cpu::matmul(vd, va, vb);
+    validate_bf16(d, a, b, "cpu::matmul bf16");
+    validate_bf16(kernels::matmul(a, bt.t()), a, bt.t(), "ember matmul bf16 (a, b.t())");
+
+    const bool native = cpu_bf16_native();
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const int64_t iterations = o.quick ? 20000 : 200000;  // 24·64 FLOPs each, per thread
+    const double peak_flop = 24.0 * 64.0 * double(iterations) * threads;
+    float sink = 0;
+    const std::function<void()> limit =
+        native ? std::function<void()>([&] {
+#pragma omp parallel reduction(+ : sink)
+            sink += kernels::cpu::bf16_peak_loop(iterations);
+        })
+               : std::function<void()>([&] { (void)kernels::matmul(a32, b32); });
+    const std::vector<Timing> ms = interleaved_median_ms(
+        {limit, [&] { (void)kernels::matmul(a, b); }, [&] { kernels::cpu::matmul(vd, va, vb); },
+         [&] { (void)kernels::matmul(a, bt.t()); }},
+        o);
+    const double flop = 2.0 * double(m) * double(n) * double(k);
+    const double limit_gflops = (native ? peak_flop : flop) / (ms[0] * 1e6);
+    const std::string lim = limit_label(native ? "bf16 peak" : "f32 matmul", limit_gflops, "GFLOP/s");
+    const std::string shape = mnk(m, n, k);
+    auto row = [&](const char* kernel, const Timing& t, double gflops) {
+        Row r{"matmul", kernel, shape, t, -1, gflops, gflops / limit_gflops, lim};
+        r.bound = native;
+        rep.add(r, t);
+    };
+    if (native)
+        row("bf16 dot peak (limit)", ms[0], limit_gflops);
+    else
+        row("matmul f32 (limit; bf16 emulated)", ms[0], limit_gflops);
+    row("matmul bf16", ms[1], flop / (ms[1] * 1e6));
+    row("  cpu kernel, reused out", ms[2], flop / (ms[2] * 1e6));
+    row("matmul bf16, b.t()", ms[3], flop / (ms[3] * 1e6));
+}
+
 // A batch of small matrices: ember's bmm against the better of two direct
 // Eigen loops (sequential with Eigen threading each product, or one matrix
 // per OpenMP thread).
@@ -140,12 +214,15 @@ void run_matmul(const Options& o, Report& rep) {
     if (o.quick) {
         gemm_rows(o, rep, 256, 256, 256);
         gemm_rows(o, rep, 512, 256, 512);
+        bf16_rows(o, rep, 256, 256, 256);
         batched_rows(o, rep, 8, 128);
         if (const auto gpu = bench_gpu()) run_matmul_gpu(*gpu, o, rep);
         return;
     }
     gemm_rows(o, rep, 1024, 1024, 1024);
     gemm_rows(o, rep, 4096, 1024, 4096);
+    bf16_rows(o, rep, 1024, 1024, 1024);
+    bf16_rows(o, rep, 4096, 1024, 4096);
     batched_rows(o, rep, 64, 256);
     if (const auto gpu = bench_gpu()) run_matmul_gpu(*gpu, o, rep);
 }

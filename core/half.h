@@ -65,11 +65,11 @@ EMBER_HD EMBER_INLINE float half_bits_to_float(uint16_t h) {
 }
 
 /// f32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN.
+/// Branch-free, so that loops of it vectorize.
 EMBER_HD EMBER_INLINE uint16_t float_to_bf16_bits(float f) {
     const uint32_t x = float_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
-    const uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
-    return uint16_t((x + bias) >> 16);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : rounded);
 }
 
 EMBER_HD EMBER_INLINE float bf16_bits_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }

@@ -1,8 +1,9 @@
-// The process-wide switches of the CUDA backend, in one place: sync-debug
-// mode, TF32 in f32 matmuls, and cuDNN's benchmark and deterministic modes.
-// Each is one atomic flag defined in core/settings.cpp, in every build (a
-// build without CUDA keeps the values; nothing reads them), read by the op
-// or library call it steers at each call.
+// The process-wide switches, in one place: the CUDA backend's sync-debug
+// mode, TF32 in f32 matmuls, cuDNN's benchmark and deterministic modes, and
+// how the CPU multiplies bf16. Each is one atomic value defined in
+// core/settings.cpp, in every build (a build without CUDA keeps the CUDA
+// values; nothing reads them), read by the op or library call it steers at
+// each call.
 #pragma once
 
 namespace ember {
@@ -41,5 +42,20 @@ bool cudnn_benchmark();
 /// of a previous run (load_conv_algorithms).
 void set_cudnn_deterministic(bool on);
 bool cudnn_deterministic();
+
+/// How the CPU multiplies bf16 (docs/amp.md, "bf16 on the CPU"): `native` on
+/// AVX512_BF16's dot-product instruction (VDPBF16PS), `emulated` by f32 FMAs
+/// on the same packed operands in the same order — the same bits for normal
+/// numbers, and no faster than f32. `automatic` (the default) takes native
+/// where the CPU has the instruction. EMBER_CPU_BF16=auto|native|emulated in
+/// the environment sets it at start-up; setting native on a CPU without the
+/// instruction is an error.
+enum class CpuBf16 { automatic, native, emulated };
+void set_cpu_bf16(CpuBf16 mode);
+CpuBf16 cpu_bf16();
+/// Whether this CPU has AVX512_BF16 (cpuid).
+bool cpu_has_avx512_bf16();
+/// What runs now: native, or emulated (forced or for want of the instruction).
+bool cpu_bf16_native();
 
 }  // namespace ember

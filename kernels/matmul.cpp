@@ -91,12 +91,12 @@ Tensor broadcast_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const T
                     op, ": ", describe(c), " does not broadcast to the product's shape ",
                     shape_str(shape));
 
-    // The CPU computes f16/bf16 in f32, rounded once at the end; cuBLAS reads
-    // and writes them as they are and accumulates in f32 itself.
+    // The CPU computes f16 in f32, rounded once at the end, and bf16 on its
+    // bf16 GEMM; cuBLAS reads and writes both as they are; both sum in f32.
     const DType dt = a.dtype();
     const DType ct = backend_choice(
-        op, a.device(), [&] { return cpu::product_dtype(dt); },
-        [&](auto) { return cuda::product_dtype(dt); });
+        op, a.device(), [&] { return cpu::matmul_dtype(dt); },
+        [&](auto) { return cuda::matmul_dtype(dt); });
     Tensor out = empty(shape, like(a, ct));
     if (c.defined()) copy(out, c);
     if (out.numel() > 0)
@@ -113,7 +113,8 @@ bool lt_rows(const Tensor& t) {
 
 // linear with the bias and the activation in the GEMM's epilogue: on CUDA
 // cuBLASLt's (kernels/cuda/linear.h; f32/f16/bf16), on the CPU ember's own
-// GEMM's (kernels/cpu/gemm.cpp; f32, the same bits as the plain path). x's
+// GEMMs' (kernels/cpu/gemm.cpp, gemm_bf16.cpp; f32 and bf16, the same bits
+// as the plain path). x's
 // rows as one [R, in] matrix; for gelu_tanh with `pre`, *pre receives the
 // pre-activation (rows padded to a multiple of 8, cuBLASLt's rule). An
 // undefined Tensor where that does not apply or the backend has no kernel

@@ -8,9 +8,9 @@
 #include "core/cuda_context.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/settings.h"
 #include "ember_build_info.h"
 #include "tools/commands.h"
-
 
 namespace ember::cli {
 
@@ -74,6 +74,12 @@ int run_info() {
                 EMBER_SANITIZERS[0] ? EMBER_SANITIZERS : "none", cuda_built() ? "on" : "off");
     std::printf("cpu: %u hardware threads, %d OpenMP threads; features: %s\n",
                 std::thread::hardware_concurrency(), omp_get_max_threads(), cpu_features().c_str());
+    const char* bf16 = cpu_bf16_native()
+                           ? "native (AVX512_BF16: VDPBF16PS, two products per f32 lane)"
+                       : cpu_has_avx512_bf16()
+                           ? "emulated (EMBER_CPU_BF16=emulated: f32 FMAs, no faster than f32)"
+                           : "emulated (no AVX512_BF16 on this CPU: f32 FMAs, no faster than f32)";
+    std::printf("cpu bf16 products: %s\n", bf16);
     std::printf("cuda:\n");
     print_cuda();
     return 0;

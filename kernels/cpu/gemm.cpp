@@ -12,8 +12,10 @@
 //          vector loads of b, 6 broadcasts of a, 24 FMAs.
 // Cost:    2·M·N·K FLOPs; b read once per k-block and row block of 96, a
 //          once per 64-column panel group, c once per k-block.
-// Threads: blocks of up to 96 rows (fewer for few rows) times groups of
-//          column panels, handed out in turn; b's packing split by panels. Test: tests/kernels/test_gemm.cpp (and every matmul,
+// Threads: blocks of up to 96 rows (the row tiles shared out evenly, as
+//          many blocks per thread) times groups of column panels, handed out
+//          in turn (kernels/cpu/gemm_blocks.h); b's packing split by
+//          panels. Test: tests/kernels/test_gemm.cpp (and every matmul,
 //          linear and conv test); benchmark: bench/matmul.cpp.
 #include "kernels/cpu/gemm.h"
 
@@ -23,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/gemm_blocks.h"
 #include "kernels/cpu/transpose16.h"
 #include "kernels/math.h"
 
@@ -44,8 +47,6 @@ vec load(const float* p) {
     return v;
 }
 void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
-
-int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // Element (r, c) of a matrix in `l`.
 const float* at(const float* p, MatrixLayout l, int64_t r, int64_t c) {
@@ -204,27 +205,19 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
                 for (int64_t j = 0; j < n; ++j) row[j] = ep && ep->bias ? ep->bias[j] : 0.0f;
             }
         if (ep && ep->act != LinearActivation::none)
-            activate(c, ldc, m, n, *ep, ep->pre);
+            activate(c, ldc, m, n, *ep, static_cast<float*>(ep->pre));
         return;
     }
     const bool activated = ep && ep->act != LinearActivation::none;
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc);
     std::vector<float> bpack(size_t(panels * kNr * kc_max));
-    const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 &&
-                          2.0 * double(m) * double(n) * double(k) > 2e6;
-    // Work items: a block of rows (at most kMc, fewer when the rows are few,
-    // so that every thread has some) times a group of column panels. Which
-    // thread computes a tile changes nothing in its sums.
-    const int64_t threads = threaded ? omp_get_max_threads() : 1;
-    const int64_t mc_max =
-        std::min(kMc, std::max(kMr, round_up((m + 2 * threads - 1) / (2 * threads), kMr)));
-    const int64_t blocks = (m + mc_max - 1) / mc_max;
-    const int64_t groups = std::min(panels, std::max<int64_t>(1, (4 * threads + blocks - 1) / blocks));
-    const int64_t per_group = (panels + groups - 1) / groups;
+    const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
+    const int64_t blocks = wb.blocks, groups = wb.groups, per_group = wb.per_group;
+    const bool threaded = wb.threaded;
 #pragma omp parallel if (threaded)
     {
-        std::vector<float> apack(size_t(round_up(std::min(m, mc_max), kMr) * kc_max));
+        std::vector<float> apack(size_t(wb.max_rows * kc_max));
         for (int64_t k0 = 0; k0 < k; k0 += kKc) {
             const int64_t kc = std::min(kKc, k - k0);
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
@@ -235,7 +228,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
 #pragma omp for schedule(dynamic)
             for (int64_t item = 0; item < blocks * groups; ++item) {
                 const int64_t blk = item / groups, g = item % groups;
-                const int64_t i0 = blk * mc_max, mc = std::min(mc_max, m - i0);
+                const auto [i0, mc] = wb.rows(blk);
                 // A block's row sums, from the one item that packs it with
                 // the first group of panels (each k-block in turn: in order).
                 double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
@@ -261,7 +254,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
                             edge_tile(kc, ap, bp, ct, ldc, rows, cols, st);
                         if (last && activated)
                             activate(ct, ldc, rows, cols, *ep,
-                                     ep->pre ? ep->pre + (i0 + r) * ep->ld_pre + j0 : nullptr);
+                                     ep->pre ? static_cast<float*>(ep->pre) + (i0 + r) * ep->ld_pre + j0
+                                             : nullptr);
                     }
                 }
             }

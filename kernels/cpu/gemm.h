@@ -14,7 +14,7 @@ namespace ember::kernels::cpu {
 struct GemmEpilogue {
     const float* bias = nullptr;  ///< [N], added to every row (before the K sum's blocks)
     LinearActivation act = LinearActivation::none;
-    float* pre = nullptr;  ///< gelu_tanh: the pre-activation [M, N] with leading dimension ld_pre
+    void* pre = nullptr;  ///< gelu_tanh: the pre-activation [M, N] in c's dtype, leading dimension ld_pre
     int64_t ld_pre = 0;
     /// When set: each row's sum of a, Σ_k a(i, k), in f64 in k order (written,
     /// M values) — a linear layer's bias gradient while its weight gradient

@@ -1,11 +1,12 @@
-// CPU (batched) GEMM on the operands' own memory: f32 on ember's kernel
-// (kernels/cpu/gemm.cpp), f64 and the integers through Eigen.
+// CPU (batched) GEMM on the operands' own memory: f32 and bf16 on ember's
+// kernels (kernels/cpu/gemm.cpp, gemm_bf16.cpp), f64 and the integers
+// through Eigen.
 //
 // Math:    out[b] (=|+=) a[b] · b[b] for every batch index b; M×K by K×N.
 // Layout:  a, b row- or column-major with any leading dimension (a transposed
 //          view maps as the other order, no copy); out row-major. Batch dims
-//          may have stride 0 (broadcast). Dtypes f32, f64, i32, i64 (the
-//          front computes f16/bf16 in f32).
+//          may have stride 0 (broadcast). Dtypes f32, f64, bf16, i32, i64
+//          (the front computes f16 in f32).
 // Cost:    2·B·M·N·K FLOPs; (B·M·K + B·K·N + B·M·N)·sizeof(T) bytes at least.
 // Threads: one big GEMM (or a batch whose right operand is shared, folded
 //          into one) is threaded by Eigen's OpenMP; a batch of small matrices
@@ -25,6 +26,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/matmul_fold.h"
 
 namespace ember::kernels::cpu {
@@ -62,27 +64,31 @@ void with_map(const T* p, int64_t rows, int64_t cols, MatrixLayout l, F&& f) {
         f(ConstMap<ColMajor<T>>(p, rows, cols, Eigen::OuterStride<>(l.ld)));
 }
 
-// One GEMM: c (=|+=) a · b; f32 on ember's own kernel (kernels/cpu/gemm.cpp).
+// One GEMM: c (=|+=) a · b; f32 and bf16 on ember's own kernels
+// (kernels/cpu/gemm.cpp, gemm_bf16.cpp).
 template <class T>
 void gemm(T* c, const T* a, const T* b, const GemmShape& s) {
     if constexpr (std::is_same_v<T, float>) {
         gemm_f32(s.m, s.n, s.k, a, s.la, b, s.lb, c, s.ldc, s.accumulate);
-        return;
-    }
-    Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>> C(c, s.m, s.n,
-                                                                      Eigen::OuterStride<>(s.ldc));
-    if (s.k == 0) {  // an empty sum; Eigen would agree, but say it plainly
-        if (!s.accumulate) C.setZero();
-        return;
-    }
-    with_map(a, s.m, s.k, s.la, [&](const auto& A) {
-        with_map(b, s.k, s.n, s.lb, [&](const auto& B) {
-            if (s.accumulate)
-                C.noalias() += A * B;
-            else
-                C.noalias() = A * B;
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+        gemm_bf16(s.m, s.n, s.k, {a, DType::bf16, s.la}, {b, DType::bf16, s.lb}, c, DType::bf16,
+                  s.ldc, s.accumulate);
+    } else {
+        Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>> C(
+            c, s.m, s.n, Eigen::OuterStride<>(s.ldc));
+        if (s.k == 0) {  // an empty sum; Eigen would agree, but say it plainly
+            if (!s.accumulate) C.setZero();
+            return;
+        }
+        with_map(a, s.m, s.k, s.la, [&](const auto& A) {
+            with_map(b, s.k, s.n, s.lb, [&](const auto& B) {
+                if (s.accumulate)
+                    C.noalias() += A * B;
+                else
+                    C.noalias() = A * B;
+            });
         });
-    });
+    }
 }
 
 template <class T>
@@ -134,35 +140,54 @@ void run(const View& out, const View& a, const View& b, bool accumulate) {
 
 bool linear_forward(const View& out, const View& x, const View& w, const View& bias,
                     LinearActivation act, const View& pre) {
-    if (x.dtype != DType::f32 || w.dtype != DType::f32) return false;
+    const DType dt = x.dtype;
+    if ((dt != DType::f32 && dt != DType::bf16) || w.dtype != dt) return false;
     const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
     const MatrixLayout lx{true, m <= 1 ? k : x.strides[0]};
     const MatrixLayout lwt{false, n <= 1 ? k : w.strides[0]};  // wᵀ: column-major [K, N]
     GemmEpilogue ep;
-    ep.bias = bias.data ? bias.ptr<const float>() : nullptr;
     ep.act = act;
     if (pre.data) {
-        ep.pre = pre.ptr<float>();
+        ep.pre = pre.data;
         ep.ld_pre = m <= 1 ? n : pre.strides[0];
     }
-    gemm_f32(m, n, k, x.ptr<const float>(), lx, w.ptr<const float>(), lwt, out.ptr<float>(), n,
-             false, &ep);
+    if (dt == DType::f32) {
+        ep.bias = bias.data ? bias.ptr<const float>() : nullptr;
+        gemm_f32(m, n, k, x.ptr<const float>(), lx, w.ptr<const float>(), lwt, out.ptr<float>(), n,
+                 false, &ep);
+        return true;
+    }
+    // bf16: the bias's values in f32 (exact), the starting value of each sum.
+    std::vector<float> b32;
+    if (bias.data) {
+        const BFloat16* b = bias.ptr<const BFloat16>();
+        for (int64_t j = 0; j < n; ++j) b32.push_back(float(b[j]));
+        ep.bias = b32.data();
+    }
+    gemm_bf16(m, n, k, {x.data, dt, lx}, {w.data, dt, lwt}, out.data, dt, n, false, &ep);
     return true;
 }
 
 bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const View& g,
                         const View& x) {
-    if (g.dtype != DType::f32 || x.dtype != DType::f32) return false;
+    const DType dt = g.dtype;
+    if ((dt != DType::f32 && dt != DType::bf16) || x.dtype != dt) return false;
     const int64_t rows = g.shape[0], n = g.shape[1], k = x.shape[1];
     const MatrixLayout lgt{false, rows <= 1 ? n : g.strides[0]};  // gᵀ: column-major [N, rows]
     const MatrixLayout lx{true, rows <= 1 ? k : x.strides[0]};
     std::vector<double> sums(static_cast<size_t>(n));
     GemmEpilogue ep;
     ep.a_row_sums = sums.data();
-    gemm_f32(n, k, rows, g.ptr<const float>(), lgt, x.ptr<const float>(), lx,
-             grad_weight.ptr<float>(), k, false, &ep);
-    float* db = grad_bias.ptr<float>();
-    for (int64_t j = 0; j < n; ++j) db[j] = float(sums[size_t(j)]);
+    if (dt == DType::f32) {
+        gemm_f32(n, k, rows, g.ptr<const float>(), lgt, x.ptr<const float>(), lx,
+                 grad_weight.ptr<float>(), k, false, &ep);
+        float* db = grad_bias.ptr<float>();
+        for (int64_t j = 0; j < n; ++j) db[j] = float(sums[size_t(j)]);
+        return true;
+    }
+    gemm_bf16(n, k, rows, {g.data, dt, lgt}, {x.data, dt, lx}, grad_weight.data, dt, k, false, &ep);
+    BFloat16* db = grad_bias.ptr<BFloat16>();
+    for (int64_t j = 0; j < n; ++j) db[j] = BFloat16(float(sums[size_t(j)]));
     return true;
 }
 
@@ -174,6 +199,8 @@ void matmul(const View& out, const View& a, const View& b, bool accumulate) {
             return run<float>(out, a, b, accumulate);
         case DType::f64:
             return run<double>(out, a, b, accumulate);
+        case DType::bf16:
+            return run<BFloat16>(out, a, b, accumulate);
         // Integers multiply as their unsigned twins: the same bits in two's
         // complement, and wrapping instead of signed-overflow UB (Note [Integer overflow]).
         case DType::i32:

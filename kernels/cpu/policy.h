@@ -15,8 +15,13 @@
 
 namespace ember::kernels::cpu {
 
-/// The dtype matmul and conv2d compute in: f16 and bf16 in f32, rounded once
-/// at the end; every other dtype as it is.
+/// The dtype matmul computes in: f16 in f32, rounded once at the end; bf16
+/// as it is (kernels/cpu/gemm_bf16.h: bf16 products summed in f32, rounded
+/// once); every other dtype as it is.
+inline DType matmul_dtype(DType dt) { return dt == DType::f16 ? DType::f32 : dt; }
+
+/// The dtype conv2d computes in: f16 and bf16 in f32, rounded once at the
+/// end; every other dtype as it is.
 inline DType product_dtype(DType dt) {
     return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
 }

@@ -15,7 +15,9 @@
 
 namespace ember::kernels::cuda {
 
-/// The dtype matmul and conv2d compute in: each dtype as it is.
+/// The dtype matmul computes in: each dtype as it is.
+inline DType matmul_dtype(DType dt) { return dt; }
+/// The dtype conv2d computes in: each dtype as it is.
 inline DType product_dtype(DType dt) { return dt; }
 
 /// Whether matmul multiplies this dtype: cuBLAS takes f32, f64, f16 and bf16.

@@ -1,5 +1,6 @@
 // The process-wide switches (core/settings.h): their defaults in a fresh
-// process, and each setter changing its own switch and no other.
+// process, and each setter changing its own switch and no other; the CPU's
+// bf16 path forced either way.
 #include "core/settings.h"
 
 #include <array>
@@ -43,4 +44,25 @@ TEST_CASE("the process-wide switches: defaults, and each setter its own", "[sett
     }
     set_all(saved);
     CHECK(all() == saved);
+}
+
+TEST_CASE("how the CPU multiplies bf16: automatic by default, forced either way", "[settings]") {
+    const CpuBf16 saved = cpu_bf16();
+    const std::array<bool, 4> others = all();
+    if (std::getenv("EMBER_CPU_BF16") == nullptr) CHECK(saved == CpuBf16::automatic);
+    set_cpu_bf16(CpuBf16::automatic);
+    CHECK(cpu_bf16_native() == cpu_has_avx512_bf16());
+    set_cpu_bf16(CpuBf16::emulated);
+    CHECK(cpu_bf16() == CpuBf16::emulated);
+    CHECK_FALSE(cpu_bf16_native());
+    if (cpu_has_avx512_bf16()) {
+        set_cpu_bf16(CpuBf16::native);
+        CHECK(cpu_bf16_native());
+    } else {
+        CHECK_THROWS_WITH(set_cpu_bf16(CpuBf16::native), Catch::Contains("AVX512_BF16"));
+        CHECK(cpu_bf16() == CpuBf16::emulated);  // unchanged by the refused setting
+    }
+    CHECK(all() == others);  // the other switches are not this one's
+    set_cpu_bf16(saved);
+    CHECK(cpu_bf16() == saved);
 }

@@ -3,8 +3,10 @@
 // batch broadcasting, every supported dtype, transposed/sliced/expanded
 // operands, sizes that take the threaded paths, a poisoned output, errors.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/front.h"
 #include "kernels/matmul.h"
@@ -349,4 +351,36 @@ TEST_CASE("matmul errors name the op, shapes and dtypes", "[matmul][errors]") {
     REQUIRE_THROWS_WITH_MSG(kernels::linear(m23, w, random_tensor({4}, DType::f64, 87)),
                             "linear: expected operands of one dtype");
     REQUIRE_THROWS_WITH_MSG(kernels::matmul(m23, Tensor()), "matmul: undefined tensor argument");
+}
+
+TEST_CASE("bf16 products on the CPU run the bf16 GEMM, fused or not with the same bits",
+          "[matmul]") {
+    const Tensor a = random_tensor({70, 300}, DType::bf16, 90),
+                 b = random_tensor({300, 90}, DType::bf16, 91);
+    const Tensor c = kernels::matmul(a, b);
+    REQUIRE(c.dtype() == DType::bf16);
+    std::vector<BFloat16> want(70 * 90);
+    kernels::cpu::gemm_bf16(70, 90, 300, {a.data<BFloat16>(), DType::bf16, {true, 300}},
+                            {b.data<BFloat16>(), DType::bf16, {true, 90}}, want.data(),
+                            DType::bf16, 90, false);
+    CHECK(std::memcmp(c.data<BFloat16>(), want.data(), want.size() * 2) == 0);
+
+    // linear, linear_relu and linear_gelu (the GEMM's epilogue) against the
+    // plain passes: the bias copied into the output, the product added, the
+    // activation after.
+    const Tensor x = random_tensor({2, 33, 300}, DType::bf16, 92),
+                 w = random_tensor({130, 300}, DType::bf16, 93),
+                 bias = random_tensor({130}, DType::bf16, 94);
+    const Tensor plain = kernels::addmm(bias, x.reshape({66, 300}), w.t()).reshape({2, 33, 130});
+    auto same = [](const Tensor& u, const Tensor& v) {
+        REQUIRE(u.shape() == v.shape());
+        REQUIRE(u.dtype() == v.dtype());
+        return std::memcmp(u.contiguous().data<BFloat16>(), v.contiguous().data<BFloat16>(),
+                           size_t(u.numel()) * 2) == 0;
+    };
+    CHECK(same(kernels::linear(x, w, bias), plain));
+    CHECK(same(kernels::linear_relu(x, w, bias), kernels::relu(plain)));
+    const kernels::LinearGelu g = kernels::linear_gelu(x, w, bias, true);
+    CHECK(same(g.out, kernels::gelu(plain, GeluApprox::tanh)));
+    CHECK(same(g.pre, plain));
 }

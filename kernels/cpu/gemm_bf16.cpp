@@ -1,0 +1,329 @@
+// ember's bf16 GEMM: the operands rounded to bf16 and packed in k pairs, a
+// 6 × 64 register tile of VDPBF16PS (kernels/cpu/gemm_bf16_tile.cpp).
+//
+// Math:    c[M×N] (= or +=) a[M×K] · b[K×N]; per element the K products
+//          summed a k pair at a time in order, k-block by k-block (kKc),
+//          whatever the thread count; c rounded to its dtype once.
+// Layout:  a and b f32 or bf16, row- or column-major with any leading
+//          dimension; c f32 or bf16, row-major. b is packed k-block by
+//          k-block into panels of 64 columns (kc/2 rows of 64 pairs, zero-
+//          padded), shared by the threads; each thread packs its block of
+//          a's rows into panels of 6 rows (kc/2 columns of 6 pairs). A bf16
+//          row-major a with an even K is read where it lies (its rows are
+//          pairs already). A bf16 c with K past one k-block sums in an f32
+//          copy, rounded once at the end.
+// Cost:    2·M·N·K FLOPs at twice the f32 tile's rate per instruction; b
+//          read once per k-block and row block of 96 (half f32's bytes), a
+//          once per column-panel group, c once per k-block.
+// Threads: kernels/cpu/gemm_blocks.h's split, as gemm_f32. Test:
+//          tests/kernels/test_gemm_bf16.cpp (and the bf16 matmul and linear
+//          tests); benchmark: bench/matmul.cpp.
+#include "kernels/cpu/gemm_bf16.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/settings.h"
+#include "kernels/cpu/gemm_blocks.h"
+#include "kernels/cpu/gemm_bf16_tile.h"
+#include "kernels/math.h"
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kMr = kBf16Mr;
+constexpr int64_t kNr = kBf16Nr;
+constexpr int64_t kKc = 1024;  // k per block: a 6-row panel is 12 KB (L1), a 64-column panel of b 128 KB
+constexpr int64_t kMc = 96;    // rows per block of a (192 KB packed at kc = 1024: L2)
+
+using Tile = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, float*);
+
+// A bf16's bits with a subnormal read as zero (VDPBF16PS's rule, applied by
+// the packing so that both tiles see the same operands).
+uint16_t daz(uint16_t h) { return (h & 0x7f80u) == 0 ? uint16_t(h & 0x8000u) : h; }
+uint16_t bits(float x) { return daz(float_to_bf16_bits(x)); }
+uint16_t bits(BFloat16 x) { return daz(x.bits); }
+uint32_t pair(uint16_t even, uint16_t odd) { return uint32_t(even) | uint32_t(odd) << 16; }
+
+float to_f32(float x) { return x; }
+float to_f32(BFloat16 x) { return float(x); }
+template <class T>
+T from_f32(float v) {
+    return T(v);
+}
+
+template <class T>
+const T* at(const T* p, MatrixLayout l, int64_t r, int64_t c) {
+    return l.row_major ? p + r * l.ld + c : p + c * l.ld + r;
+}
+
+// The kc × 64 panel of b at (k0, j0) in pairs: bp[q·64 + j] =
+// (b(k0 + 2q, j0 + j), b(k0 + 2q + 1, j0 + j)), zero past kc and nc.
+template <class T>
+void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                  uint32_t* bp) {
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t q = 0; q < pairs; ++q) {
+        uint32_t* dst = bp + q * kNr;
+        const bool odd = 2 * q + 1 < kc;
+        if (lb.row_major) {  // two rows of b side by side
+            const T* e = at(b, lb, k0 + 2 * q, j0);
+            const T* o = odd ? at(b, lb, k0 + 2 * q + 1, j0) : e;
+            for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), odd ? bits(o[j]) : 0);
+        } else {  // column-major (x·wᵀ, w row-major): a column's pairs lie side by side
+            for (int64_t j = 0; j < nc; ++j) {
+                const T* col = at(b, lb, k0 + 2 * q, j0 + j);
+                dst[j] = pair(bits(col[0]), odd ? bits(col[1]) : 0);
+            }
+        }
+        std::fill(dst + nc, dst + kNr, 0u);
+    }
+}
+
+// The mc × kc block of a at (i0, k0) as panels of 6 rows in pairs: panel p
+// holds ap[p·6·pairs + q·6 + r] = (a(i0 + 6p + r, k0 + 2q), a(…, k0 + 2q + 1)),
+// zero past mc and kc. With `sums`, adds each row's values as given (f64, in
+// k order) to sums[row − i0].
+template <class T>
+void pack_a_block(const T* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                  uint32_t* ap, double* sums) {
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p = 0; p * kMr < mc; ++p) {
+        uint32_t* dst = ap + p * kMr * pairs;
+        const int64_t rows = std::min(kMr, mc - p * kMr);
+        for (int64_t r = 0; r < kMr; ++r) {
+            if (r >= rows) {
+                for (int64_t q = 0; q < pairs; ++q) dst[q * kMr + r] = 0;
+                continue;
+            }
+            const int64_t i = i0 + p * kMr + r;
+            double s = 0;
+            for (int64_t q = 0; q < pairs; ++q) {
+                const T e = *at(a, la, i, k0 + 2 * q);
+                const bool odd = 2 * q + 1 < kc;
+                const T o = odd ? *at(a, la, i, k0 + 2 * q + 1) : e;
+                dst[q * kMr + r] = pair(bits(e), odd ? bits(o) : 0);
+                s += double(to_f32(e));
+                if (odd) s += double(to_f32(o));
+            }
+            if (sums) sums[p * kMr + r] += s;
+        }
+    }
+}
+
+// What becomes of a finished block of sums: added to c (acc), or started
+// from the bias (or zero); on the last k-block the activation, applied to the
+// value rounded to c's dtype (the plain path's bits), its input kept in pre.
+template <class OutT>
+struct Finish {
+    bool acc = false;
+    const float* bias = nullptr;  // at the block's first column
+    LinearActivation act = LinearActivation::none;
+    OutT* pre = nullptr;  // at the block's first element
+    int64_t ld_pre = 0;
+};
+
+// row[0, w) = v[0, w) rounded to OutT.
+template <class OutT>
+void store_row(OutT* row, const float* v, int64_t w) {
+    for (int64_t j = 0; j < w; ++j) row[j] = from_f32<OutT>(v[j]);
+}
+
+// c[rows × cols] from the sums t (leading dimension ldt) as `f` says, 64
+// columns at a time through f32 values (loops that vectorize).
+template <class OutT>
+void finish(const float* t, int64_t ldt, OutT* c, int64_t ldc, int64_t rows, int64_t cols,
+            const Finish<OutT>& f) {
+    float v[kNr];
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
+            const int64_t w = std::min(kNr, cols - j0);
+            const float* s = t + r * ldt + j0;
+            OutT* row = c + r * ldc + j0;
+            if (f.acc)
+                for (int64_t j = 0; j < w; ++j) v[j] = to_f32(row[j]) + s[j];
+            else if (f.bias)
+                for (int64_t j = 0; j < w; ++j) v[j] = f.bias[j0 + j] + s[j];
+            else
+                for (int64_t j = 0; j < w; ++j) v[j] = s[j];
+            if (f.act != LinearActivation::none) {
+                for (int64_t j = 0; j < w; ++j) v[j] = to_f32(from_f32<OutT>(v[j]));
+                if (f.pre) store_row(f.pre + r * f.ld_pre + j0, v, w);
+                if (f.act == LinearActivation::relu)
+                    for (int64_t j = 0; j < w; ++j) v[j] = math::Relu{}(v[j]);
+                else
+                    for (int64_t j = 0; j < w; ++j) v[j] = math::GeluTanh{}(v[j]);
+            }
+            store_row(row, v, w);
+        }
+}
+
+// The product into c of type OutT (f32, or bf16 with K within one k-block).
+template <class TA, class TB, class OutT>
+void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB* b,
+         MatrixLayout lb, OutT* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
+         OutT* pre, Tile tile) {
+    const int64_t panels = (n + kNr - 1) / kNr;
+    const int64_t kc_max = std::min(k, kKc), pairs_max = (kc_max + 1) / 2;
+    std::vector<uint32_t> bpack(size_t(panels * kNr * pairs_max));
+    const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
+    const bool activated = ep && ep->act != LinearActivation::none;
+    // A bf16 row-major a holds its k pairs side by side: read in place when
+    // every pair is whole (even K and leading dimension, 4-byte aligned).
+    bool direct_a = false;
+    if constexpr (std::is_same_v<TA, BFloat16>)
+        direct_a = la.row_major && k % 2 == 0 && la.ld % 2 == 0 &&
+                   reinterpret_cast<uintptr_t>(a) % 4 == 0 && !(ep && ep->a_row_sums);
+#pragma omp parallel if (wb.threaded)
+    {
+        std::vector<uint32_t> apack(size_t(wb.max_rows * pairs_max));
+        alignas(64) float t[kMr * kNr];
+        for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+            const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
+            const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < panels; ++p)
+                pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
+                             bpack.data() + p * kNr * pairs);
+#pragma omp for schedule(dynamic)
+            for (int64_t item = 0; item < wb.blocks * wb.groups; ++item) {
+                const int64_t blk = item / wb.groups, g = item % wb.groups;
+                const auto [i0, mc] = wb.rows(blk);
+                // A block's row sums, from the one item that packs it with
+                // the first group of panels (each k-block in turn: in order).
+                double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
+                const int64_t whole = direct_a ? mc / kMr * kMr : 0;
+                if (whole < mc)
+                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc,
+                                 apack.data() + whole * pairs, sums);
+                for (int64_t p = g * wb.per_group;
+                     p < std::min(panels, (g + 1) * wb.per_group); ++p) {
+                    const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
+                    const uint32_t* bp = bpack.data() + p * kNr * pairs;
+                    for (int64_t r = 0; r < mc; r += kMr) {
+                        // c's tile is read or written after the products:
+                        // its lines are on their way meanwhile.
+                        for (int64_t i = 0; i < std::min(kMr, mc - r); ++i)
+                            for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(OutT)))
+                                __builtin_prefetch(c + (i0 + r + i) * ldc + j0 + j, 1);
+                        if (r < whole)
+                            tile(pairs, reinterpret_cast<const uint32_t*>(at(a, la, i0 + r, k0)),
+                                 la.ld / 2, 1, bp, t);
+                        else
+                            tile(pairs, apack.data() + r * pairs, 1, kMr, bp, t);
+                        Finish<OutT> f;
+                        f.acc = acc;
+                        f.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
+                        if (last && activated) {
+                            f.act = ep->act;
+                            f.pre = pre ? pre + (i0 + r) * ep->ld_pre + j0 : nullptr;
+                            f.ld_pre = ep->ld_pre;
+                        }
+                        finish(t, kNr, c + (i0 + r) * ldc + j0, ldc, std::min(kMr, mc - r), cols,
+                               f);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// c's dtype chosen: f32 directly; bf16 directly within one k-block, else
+// through an f32 copy rounded once at the end.
+template <class TA, class TB>
+void run_out(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB* b,
+             MatrixLayout lb, void* c, DType c_dtype, int64_t ldc, bool accumulate,
+             const GemmEpilogue* ep, Tile tile) {
+    if (c_dtype == DType::f32) {
+        run(m, n, k, a, la, b, lb, static_cast<float*>(c), ldc, accumulate, ep,
+            ep ? static_cast<float*>(ep->pre) : nullptr, tile);
+        return;
+    }
+    auto* cb = static_cast<BFloat16*>(c);
+    auto* pre = ep ? static_cast<BFloat16*>(ep->pre) : nullptr;
+    if (k <= kKc) {
+        run(m, n, k, a, la, b, lb, cb, ldc, accumulate, ep, pre, tile);
+        return;
+    }
+    std::vector<float> sums(size_t(m * n));
+    if (accumulate)
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) sums[size_t(i * n + j)] = float(cb[i * ldc + j]);
+    GemmEpilogue inner;
+    if (ep) {
+        inner.bias = ep->bias;
+        inner.a_row_sums = ep->a_row_sums;
+    }
+    run(m, n, k, a, la, b, lb, sums.data(), n, accumulate, &inner, static_cast<float*>(nullptr),
+        tile);
+    Finish<BFloat16> f;
+    if (ep) {
+        f.act = ep->act;
+        f.pre = pre;
+        f.ld_pre = ep->ld_pre;
+    }
+    finish(sums.data(), n, cb, ldc, m, n, f);
+}
+
+template <class TA>
+void run_b(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, Bf16Operand b, void* c,
+           DType c_dtype, int64_t ldc, bool accumulate, const GemmEpilogue* ep, Tile tile) {
+    if (b.dtype == DType::f32)
+        run_out(m, n, k, a, la, static_cast<const float*>(b.data), b.layout, c, c_dtype, ldc,
+                accumulate, ep, tile);
+    else
+        run_out(m, n, k, a, la, static_cast<const BFloat16*>(b.data), b.layout, c, c_dtype, ldc,
+                accumulate, ep, tile);
+}
+
+// K = 0: c keeps its values (accumulating) or takes the bias (or zeros),
+// then the activation.
+template <class OutT>
+void empty_sum(int64_t m, int64_t n, OutT* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
+               OutT* pre) {
+    const std::vector<float> zeros(size_t(n), 0.0f);
+    Finish<OutT> f;
+    f.acc = accumulate;
+    f.bias = ep && ep->bias ? ep->bias : nullptr;
+    if (ep && ep->act != LinearActivation::none) {
+        f.act = ep->act;
+        f.pre = pre;
+        f.ld_pre = ep->ld_pre;
+    }
+    finish(zeros.data(), 0, c, ldc, m, n, f);
+}
+
+}  // namespace
+
+void gemm_bf16(int64_t m, int64_t n, int64_t k, Bf16Operand a, Bf16Operand b, void* c,
+               DType c_dtype, int64_t ldc, bool accumulate, const GemmEpilogue* ep) {
+    EMBER_INTERNAL_ASSERT((a.dtype == DType::f32 || a.dtype == DType::bf16) &&
+                          (b.dtype == DType::f32 || b.dtype == DType::bf16) &&
+                          (c_dtype == DType::f32 || c_dtype == DType::bf16));
+    if (ep && ep->a_row_sums) std::fill(ep->a_row_sums, ep->a_row_sums + std::max<int64_t>(m, 0), 0.0);
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {
+        if (c_dtype == DType::f32)
+            empty_sum(m, n, static_cast<float*>(c), ldc, accumulate, ep,
+                      ep ? static_cast<float*>(ep->pre) : nullptr);
+        else
+            empty_sum(m, n, static_cast<BFloat16*>(c), ldc, accumulate, ep,
+                      ep ? static_cast<BFloat16*>(ep->pre) : nullptr);
+        return;
+    }
+    const Tile tile = cpu_bf16_native() ? bf16_tile_native : bf16_tile_emulated;
+    if (a.dtype == DType::f32)
+        run_b(m, n, k, static_cast<const float*>(a.data), a.layout, b, c, c_dtype, ldc, accumulate,
+              ep, tile);
+    else
+        run_b(m, n, k, static_cast<const BFloat16*>(a.data), a.layout, b, c, c_dtype, ldc,
+              accumulate, ep, tile);
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,33 @@
+// The register tiles of the bf16 GEMM (kernels/cpu/gemm_bf16.cpp) and the
+// loop that measures their instruction's peak. Internal to kernels/cpu/.
+//
+// Operands are bf16 pairs packed in 32-bit words: the low half holds the
+// even k, the high half the odd k (VDPBF16PS's order). A tile's b panel is
+// `pairs` rows of 64 words; its a rows are words at ap[r·rs + q·ks].
+#pragma once
+
+#include <cstdint>
+
+namespace ember::kernels::cpu {
+
+constexpr int64_t kBf16Mr = 6;   // rows of the register tile
+constexpr int64_t kBf16Nr = 64;  // columns (4 vectors of 16 f32 sums)
+
+/// t[6×64] = the tile's sums, from zero: per pair q, each sum adds the odd
+/// k's product, then the even k's (products exact in f32, each sum rounded to
+/// nearest even) — on VDPBF16PS. Needs AVX512_BF16 (cpu_bf16_native()).
+void bf16_tile_native(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t ks,
+                      const uint32_t* bp, float* t);
+
+/// The same sums by f32 FMAs in the same order: the same bits where no
+/// operand, product or sum is subnormal (VDPBF16PS flushes those; the packing
+/// flushes subnormal operands for both tiles). Any x86-64 CPU.
+void bf16_tile_emulated(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t ks,
+                        const uint32_t* bp, float* t);
+
+/// `iterations` rounds of 24 independent VDPBF16PS (the tile's mix without
+/// its loads) on this thread: 24·64 FLOPs each. Returns a value that depends
+/// on every sum, so the loop is not removed. Needs AVX512_BF16.
+float bf16_peak_loop(int64_t iterations);
+
+}  // namespace ember::kernels::cpu
