@@ -203,6 +203,11 @@ void add_options(CLI::App& app, Options& o) {
     app.add_flag("--quick", o.quick, "Small shapes (a smoke test, not a measurement)");
     app.add_option("--model", o.model,
                    "train family: only this model (mlp, resnet8, resnet8_channels_last, gpt)");
+    app.add_option("--amp", o.amp,
+                   "train family: bf16 runs each step under autocast to bf16 and its GEMMs alone in "
+                   "bf16 (rows named '<model> bf16 ...')")
+        ->check(CLI::IsMember({"off", "bf16"}))
+        ->capture_default_str();
     app.add_flag("--breakdown", o.breakdown,
                  "train: the step's time op by op (each conv and GEMM against the GEMM peak)");
     app.add_option("--device", o.device,

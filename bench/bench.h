@@ -29,6 +29,7 @@ struct Options {
     bool breakdown = false;      // train family: each op's share of the step too
     std::string model;           // train family: only this model's rows ("": all)
     std::string device = "cpu";  // allreduce: cpu (MPI) or cuda (NCCL); attention: cuda = GPU rows only
+    std::string amp = "off";     // train family: off, or bf16 (steps under autocast, GEMMs in bf16)
 };
 
 /// A measured time: the median of the timed runs, and their spread

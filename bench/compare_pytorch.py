@@ -6,7 +6,7 @@ library and torch are all it uses), from any directory:
 
     python3 bench/compare_pytorch.py train --model mlp --epochs 5
     python3 bench/compare_pytorch.py train --model gpt --seed 1
-    python3 bench/compare_pytorch.py step --model resnet8 --rounds 5
+    python3 bench/compare_pytorch.py step --model resnet8 --rounds 5 [--amp bf16]
     python3 bench/compare_pytorch.py step --model gpt --rounds 5
     python3 bench/compare_pytorch.py step --model resnet8 --device cuda [--amp bf16]
     python3 bench/compare_pytorch.py step --model gpt --device cuda --data-dir DIR [--amp bf16]
@@ -37,7 +37,9 @@ torch.compile (the model compiled, the optimizer eager; reported unavailable
 where compiling fails). Rounds interleave ember and each PyTorch variant; the
 ratio is the fastest PyTorch time over the fastest ember time (> 1: ember
 faster). `ember bench train` has fixed batches: 256 (mlp) and 128 (resnet8),
-or 32 and 8 with its --quick.
+or 32 and 8 with its --quick. --amp bf16: the forward and the loss under
+autocast to bf16 in both (`ember bench train --amp bf16`,
+torch.autocast("cpu", dtype=torch.bfloat16)), every variant.
 
 --device cuda: both engines on cuda:0, eager, f32 with TF32 off in both
 (PyTorch's cuDNN would use TF32 for f32 convolutions by default; ember's
@@ -285,8 +287,6 @@ def train_mode(a):
 def step_mode(a):
     if a.device == "cuda":
         return step_mode_cuda(a)
-    if a.amp != "off":
-        sys.exit("step: --amp is for --device cuda (`ember bench train` times f32 steps)")
     import torch
     import torch.nn.functional as F
     normal, quick = BENCH_BATCH[a.model]
@@ -297,7 +297,7 @@ def step_mode(a):
     if a.model == "gpt":
         import torch_gpt
         cfg = {**GPT, "batch": batch, "block": 256 if batch == normal else 32}
-        variants, unavailable = torch_gpt.step_variants(torch, cfg, a.no_compile, a.warmup)
+        variants, unavailable = torch_gpt.step_variants(torch, cfg, a.no_compile, a.warmup, a.amp == "bf16")
         return time_steps(a, batch, quick, variants, unavailable)
     torch.manual_seed(1)
     x = torch.randn(batch, 784) if a.model == "mlp" else torch.randn(batch, 1, 28, 28)
@@ -312,7 +312,8 @@ def step_mode(a):
         opt = torch.optim.SGD(model.parameters(), lr=0.01)  # ember bench train: p -= 0.01 * grad
 
         def step():
-            loss = F.cross_entropy(run(xv), y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16"):
+                loss = F.cross_entropy(run(xv), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -339,10 +340,12 @@ def time_steps(a, batch, quick, variants, unavailable):
     cmd = [a.ember, "bench", "train", "--json", "--repeats", a.repeats, "--warmup", a.warmup]
     cmd += ["--model", a.model] if a.model == "gpt" else []  # (resnet8's rows: both layouts)
     cmd += ["--quick"] if batch == quick else []
+    cmd += ["--amp", "bf16"] if a.amp == "bf16" else []
     # ember's variants: its default step, and for resnet8 the step on a channels-last batch.
-    ember_rows = {"ember": f"{a.model} step"}
+    bf16 = " bf16" if a.amp == "bf16" else ""
+    ember_rows = {"ember": f"{a.model}{bf16} step"}
     if a.model == "resnet8":
-        ember_rows["ember channels_last"] = f"{a.model} channels_last step"
+        ember_rows["ember channels_last"] = f"{a.model} channels_last{bf16} step"
     times = {**{k: [] for k in ember_rows}, **{k: [] for k in variants}}
     for _ in range(a.rounds):
         rows = json.loads(run_child(cmd, env)[0])
@@ -361,14 +364,15 @@ def time_steps(a, batch, quick, variants, unavailable):
     fastest = min(variants, key=med.get)
     ember_best = min(ember_rows, key=med.get)
     speed = med[fastest] / med[ember_best]
-    res = {"mode": "step", "model": a.model, "batch": batch, "threads": a.threads, "rounds": a.rounds,
+    res = {"mode": "step", "model": a.model, "amp": a.amp, "batch": batch, "threads": a.threads, "rounds": a.rounds,
            "repeats": a.repeats, "torch": torch_info(), "median_ms": med, "rounds_ms": times,
            "unavailable": unavailable, "fastest_pytorch": fastest, "fastest_ember": ember_best,
            "pytorch_over_ember_time": speed, "other_busy_cpus": busy}
     if a.json:
         return print(json.dumps(res, indent=2))
+    amp = ", forward and loss under autocast to bf16 in both" if a.amp == "bf16" else ""
     print(f"step: {a.model}, batch {batch}, {a.threads} threads; forward, cross-entropy, backward, SGD "
-          f"(lr 0.01); {a.rounds} rounds x {a.repeats} steps, median")
+          f"(lr 0.01){amp}; {a.rounds} rounds x {a.repeats} steps, median")
     print(info_line(res["torch"]))
     print(f"\n{'':24}{'median ms':>10}   per round")
     for name in times:

@@ -180,9 +180,10 @@ def train(cfg, fused_adamw):
     return {"epochs": records, "params": sum(p.numel() for p in params)}
 
 
-def step_variants(torch, cfg, no_compile, warmup):
+def step_variants(torch, cfg, no_compile, warmup, bf16=False):
     """`ember bench train`'s gpt step in PyTorch (forward, cross-entropy over the
-    tokens, backward, SGD at lr 0.01 on a fixed batch): eager and torch.compile."""
+    tokens, backward, SGD at lr 0.01 on a fixed batch; the forward and loss under
+    autocast to bf16 with bf16): eager and torch.compile."""
     import copy
     import torch.nn.functional as F
     torch.manual_seed(1)
@@ -197,7 +198,8 @@ def step_variants(torch, cfg, no_compile, warmup):
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def step():
-            loss = F.cross_entropy(run(x).view(-1, vocab), y.view(-1))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(run(x).view(-1, vocab), y.view(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -7,7 +7,9 @@
 // FLOPs count the GEMMs only: 2·B·in·out per linear for the forward, the
 // weight gradient and (not for the first layer) the input gradient.
 // --breakdown adds the step op by op (kernels/profile.h), each conv's and
-// GEMM's rate against the GEMM peak measured in the same run.
+// GEMM's rate against the GEMM peak measured in the same run. --amp bf16
+// runs each step's forward and loss under autocast to bf16 (as `ember train
+// --amp bf16`) and the GEMMs alone on bf16 buffers: rows "<model> bf16 …".
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,12 +32,26 @@ void sgd_step(nn::Module& model, double lr) {
         if (p.grad().defined()) sub_(p, mul(p.grad(), lr));
 }
 
+// The step's forward and loss under autocast to bf16 (--amp bf16).
+bool bf16_steps(const Options& o) { return o.amp == "bf16"; }
+
+// A GEMMs-alone buffer of normal values: f32, or bf16 with --amp bf16
+// (what autocast gives the step's products).
+Tensor buffer(const Shape& shape, const Options& o, MemoryFormat format = MemoryFormat::contiguous) {
+    const Tensor t = randn(shape).contiguous(format);
+    return bf16_steps(o) ? t.to(DType::bf16) : t;
+}
+
 // One step; returns the loss (validated finite by the caller). A language
 // model's logits [B, T, V] are scored against tokens [B, T], row by row.
-double train_step(nn::Module& model, const Tensor& x, const Tensor& y) {
-    const Tensor out = model(x);
-    Tensor loss = out.dim() == 3 ? cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
-                                 : cross_entropy(out, y);
+double train_step(nn::Module& model, const Tensor& x, const Tensor& y, bool bf16) {
+    Tensor loss;
+    {
+        amp::autocast scope(DType::bf16, bf16);
+        const Tensor out = model(x);
+        loss = out.dim() == 3 ? cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
+                              : cross_entropy(out, y);
+    }
     model.zero_grad();
     loss.backward();
     sgd_step(model, 0.01);
@@ -43,10 +59,10 @@ double train_step(nn::Module& model, const Tensor& x, const Tensor& y) {
 }
 
 // Runs a few steps first: the loss must be finite and fall on a fixed batch.
-void validate(nn::Module& model, const Tensor& x, const Tensor& y, const char* name) {
-    const double first = train_step(model, x, y);
+void validate(nn::Module& model, const Tensor& x, const Tensor& y, const char* name, bool bf16) {
+    const double first = train_step(model, x, y, bf16);
     double last = first;
-    for (int i = 0; i < 4; ++i) last = train_step(model, x, y);
+    for (int i = 0; i < 4; ++i) last = train_step(model, x, y, bf16);
     if (!std::isfinite(last) || !(last < first))
         EMBER_FAIL("bench train: ", name, " loss did not fall on a fixed batch: ", first, " -> ",
                    last);
@@ -65,10 +81,11 @@ std::string mb(size_t bytes) {
 // bookkeeping, allocation, the Python-free glue) is the last row.
 void report_breakdown(const char* model_name, nn::Module& model, const Tensor& x, const Tensor& y,
                       double peak, const Options& o, Report& report) {
-    train_step(model, x, y);  // warm: caches, the allocator's pools
+    const bool bf16 = bf16_steps(o);
+    train_step(model, x, y, bf16);  // warm: caches, the allocator's pools
     kernels::Profiler prof;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.repeats; ++i) train_step(model, x, y);
+    for (int i = 0; i < o.repeats; ++i) train_step(model, x, y, bf16);
     const double step_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.repeats;
     const std::string prefix = std::string(model_name) + " | ";
@@ -98,43 +115,47 @@ void report_breakdown(const char* model_name, nn::Module& model, const Tensor& x
     report.add({"train", prefix + "outside ops", "", outside * 1e3, -1, -1, -1, "", note});
 }
 
-// Times the step and the GEMMs; adds the two rows.
+// Times the step and the GEMMs; adds the two rows (named "<model> bf16 …"
+// with --amp bf16).
 void report_pair(const char* model_name, const std::string& shape, nn::Module& model,
                  const Tensor& x, const Tensor& y, const std::function<void()>& gemms,
                  double gemm_flops, const Options& o, Report& report) {
-    validate(model, x, y, model_name);
+    const bool bf16 = bf16_steps(o);
+    const std::string name = std::string(model_name) + (bf16 ? " bf16" : "");
+    validate(model, x, y, name.c_str(), bf16);
     model.zero_grad();  // the step's own memory: activations, gradients, temporaries
     reset_peak_memory_stats();
     const size_t before = memory_stats().allocated_bytes;
-    train_step(model, x, y);
+    train_step(model, x, y, bf16);
     const size_t peak = memory_stats().peak_allocated_bytes - before;
 
     // The same step under the profiler (kernels/profile.h), each run its own
     // trace: what --profile costs.
     const std::vector<Timing> ms = interleaved_median_ms(
-        {[&] { train_step(model, x, y); }, gemms,
+        {[&] { train_step(model, x, y, bf16); }, gemms,
          [&] {
              kernels::Profiler prof;
-             train_step(model, x, y);
+             train_step(model, x, y, bf16);
          }},
         o);
     const Timing step_ms = ms[0], gemm_ms = ms[1], profiled_ms = ms[2];
     char ratio[96];
     std::snprintf(ratio, sizeof ratio, "step/GEMMs %.2fx; step peak %s over weights + data",
                   step_ms / gemm_ms, mb(peak).c_str());
-    Row step{"train", std::string(model_name) + " step", shape, step_ms, -1,
+    Row step{"train", name + " step", shape, step_ms, -1,
              gemm_flops / step_ms / 1e6, gemm_ms / step_ms,
              limit_label("GEMMs alone", gemm_ms, "ms"), ratio};
     step.bound = true;  // a step does its GEMMs and more: it cannot be faster
     report.add(step, step_ms);
-    report.add({"train", std::string(model_name) + " GEMMs alone", shape, gemm_ms, -1,
+    report.add({"train", name + " GEMMs alone", shape, gemm_ms, -1,
                 gemm_flops / gemm_ms / 1e6, -1, "", ""}, gemm_ms);
     char cost[96];
     std::snprintf(cost, sizeof cost, "profiler on: %+.1f%% of the step", 100.0 * (profiled_ms / step_ms - 1));
-    report.add({"train", std::string(model_name) + " step, profiled", shape, profiled_ms, -1, -1,
+    report.add({"train", name + " step, profiled", shape, profiled_ms, -1, -1,
                 step_ms / profiled_ms, limit_label("step unprofiled", step_ms, "ms"), cost},
                profiled_ms);
-    if (o.breakdown) report_breakdown(model_name, model, x, y, measure_gemm_gflops(Device::cpu(), o), o, report);
+    if (o.breakdown)
+        report_breakdown(name.c_str(), model, x, y, measure_gemm_gflops(Device::cpu(), o), o, report);
 }
 
 void run_mlp(const Options& o, Report& report) {
@@ -149,9 +170,9 @@ void run_mlp(const Options& o, Report& report) {
     double flops = 0;
     for (size_t l = 0; l < layers.size(); ++l) {
         auto [in, out] = layers[l];
-        acts.push_back(randn({batch, in}));
-        weights.push_back(randn({out, in}));
-        grads.push_back(randn({batch, out}));
+        acts.push_back(buffer({batch, in}, o));
+        weights.push_back(buffer({out, in}, o));
+        grads.push_back(buffer({batch, out}, o));
         flops += 2.0 * double(batch * in * out) * (l == 0 ? 2 : 3);
     }
     auto gemms = [&] {
@@ -191,8 +212,8 @@ void run_resnet8(const Options& o, Report& report, bool channels_last) {
     double flops = 0;
     for (const ConvCall& c : convs) {
         const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1;
-        bufs.push_back({randn({batch, c.c, c.h, c.h}).contiguous(format),
-                        randn({c.o, c.c, c.k, c.k}), randn({batch, c.o, oh, oh}).contiguous(format),
+        bufs.push_back({buffer({batch, c.c, c.h, c.h}, o, format), buffer({c.o, c.c, c.k, c.k}, o),
+                        buffer({batch, c.o, oh, oh}, o, format),
                         c});
         const double f = 2.0 * double(batch * c.o * oh * oh * c.c * c.k * c.k);
         flops += f * (c.c == 1 ? 2 : 3);  // the stem's input needs no gradient
@@ -229,9 +250,9 @@ void run_gpt(const Options& o, Report& report) {
     std::vector<Tensor> acts, weights, grads;
     double flops = 0;
     for (auto [in, out] : layers) {
-        acts.push_back(randn({rows, in}));
-        weights.push_back(randn({out, in}));
-        grads.push_back(randn({rows, out}));
+        acts.push_back(buffer({rows, in}, o));
+        weights.push_back(buffer({out, in}, o));
+        grads.push_back(buffer({rows, out}, o));
         flops += 2.0 * double(rows * in * out) * 3;
     }
     auto gemms = [&] {

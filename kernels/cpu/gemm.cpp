@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/gemm_blocks.h"
@@ -211,20 +212,22 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
     const bool activated = ep && ep->act != LinearActivation::none;
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc);
-    std::vector<float> bpack(size_t(panels * kNr * kc_max));
+    // Packing buffers are left uninitialized: packing writes every element
+    // a tile reads, the zero padding included.
+    const auto bpack = std::make_unique_for_overwrite<float[]>(size_t(panels * kNr * kc_max));
     const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
     const int64_t blocks = wb.blocks, groups = wb.groups, per_group = wb.per_group;
     const bool threaded = wb.threaded;
 #pragma omp parallel if (threaded)
     {
-        std::vector<float> apack(size_t(wb.max_rows * kc_max));
+        const auto apack = std::make_unique_for_overwrite<float[]>(size_t(wb.max_rows * kc_max));
         for (int64_t k0 = 0; k0 < k; k0 += kKc) {
             const int64_t kc = std::min(kKc, k - k0);
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
 #pragma omp for schedule(static)
             for (int64_t p = 0; p < panels; ++p)
                 pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                             bpack.data() + p * kNr * kc);
+                             bpack.get() + p * kNr * kc);
 #pragma omp for schedule(dynamic)
             for (int64_t item = 0; item < blocks * groups; ++item) {
                 const int64_t blk = item / groups, g = item % groups;
@@ -237,15 +240,15 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
                 const bool direct = la.row_major && !sums;
                 const int64_t whole = direct ? mc / kMr * kMr : 0;
                 if (whole < mc)
-                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.data() + whole * kc,
+                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.get() + whole * kc,
                                  sums);
                 for (int64_t p = g * per_group; p < std::min(panels, (g + 1) * per_group); ++p) {
                     const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                    const float* bp = bpack.data() + p * kNr * kc;
+                    const float* bp = bpack.get() + p * kNr * kc;
                     const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
                     for (int64_t r = 0; r < mc; r += kMr) {
                         const Rows ap = r < whole ? Rows{at(a, la, i0 + r, k0), la.ld, 1}
-                                                  : Rows{apack.data() + r * kc, 1, kMr};
+                                                  : Rows{apack.get() + r * kc, 1, kMr};
                         float* ct = c + (i0 + r) * ldc + j0;
                         const int64_t rows = std::min(kMr, mc - r);
                         if (rows == kMr && cols == kNr)

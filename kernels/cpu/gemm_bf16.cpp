@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -88,31 +89,39 @@ void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j
 
 // The mc × kc block of a at (i0, k0) as panels of 6 rows in pairs: panel p
 // holds ap[p·6·pairs + q·6 + r] = (a(i0 + 6p + r, k0 + 2q), a(…, k0 + 2q + 1)),
-// zero past mc and kc. With `sums`, adds each row's values as given (f64, in
-// k order) to sums[row − i0].
+// zero past mc and kc. With `sums`, adds each row's values as given (in
+// f64) to sums[row − i0].
 template <class T>
 void pack_a_block(const T* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                   uint32_t* ap, double* sums) {
     const int64_t pairs = (kc + 1) / 2;
+    // Element (r, k) of the block at a0[r·rs + k·ks]: pair by pair, the six
+    // rows side by side (contiguous for a column-major a such as gᵀ).
+    const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
     for (int64_t p = 0; p * kMr < mc; ++p) {
         uint32_t* dst = ap + p * kMr * pairs;
         const int64_t rows = std::min(kMr, mc - p * kMr);
-        for (int64_t r = 0; r < kMr; ++r) {
-            if (r >= rows) {
-                for (int64_t q = 0; q < pairs; ++q) dst[q * kMr + r] = 0;
-                continue;
+        const T* a0 = at(a, la, i0 + p * kMr, k0);
+        for (int64_t q = 0; q < pairs; ++q) {
+            const bool odd = 2 * q + 1 < kc;
+            const T* e = a0 + 2 * q * ks;
+            const T* o = odd ? e + ks : e;
+            for (int64_t r = 0; r < kMr; ++r)
+                dst[q * kMr + r] =
+                    r < rows ? pair(bits(e[r * rs]), odd ? bits(o[r * rs]) : 0) : 0;
+        }
+        if (!sums) continue;
+        // The rows' sums: the even k's and the odd k's apart (two chains of
+        // additions, not one), added at the end.
+        for (int64_t r = 0; r < rows; ++r) {
+            double even = 0, odd = 0;
+            const T* row = a0 + r * rs;
+            for (int64_t q = 0; q < kc / 2; ++q) {
+                even += double(to_f32(row[2 * q * ks]));
+                odd += double(to_f32(row[(2 * q + 1) * ks]));
             }
-            const int64_t i = i0 + p * kMr + r;
-            double s = 0;
-            for (int64_t q = 0; q < pairs; ++q) {
-                const T e = *at(a, la, i, k0 + 2 * q);
-                const bool odd = 2 * q + 1 < kc;
-                const T o = odd ? *at(a, la, i, k0 + 2 * q + 1) : e;
-                dst[q * kMr + r] = pair(bits(e), odd ? bits(o) : 0);
-                s += double(to_f32(e));
-                if (odd) s += double(to_f32(o));
-            }
-            if (sums) sums[p * kMr + r] += s;
+            if (kc % 2) even += double(to_f32(row[(kc - 1) * ks]));
+            sums[p * kMr + r] += even + odd;
         }
     }
 }
@@ -171,7 +180,7 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
          OutT* pre, Tile tile) {
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc), pairs_max = (kc_max + 1) / 2;
-    std::vector<uint32_t> bpack(size_t(panels * kNr * pairs_max));
+    const auto bpack = std::make_unique_for_overwrite<uint32_t[]>(size_t(panels * kNr * pairs_max));
     const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
     const bool activated = ep && ep->act != LinearActivation::none;
     // A bf16 row-major a holds its k pairs side by side: read in place when
@@ -182,7 +191,7 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                    reinterpret_cast<uintptr_t>(a) % 4 == 0 && !(ep && ep->a_row_sums);
 #pragma omp parallel if (wb.threaded)
     {
-        std::vector<uint32_t> apack(size_t(wb.max_rows * pairs_max));
+        const auto apack = std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max));
         alignas(64) float t[kMr * kNr];
         for (int64_t k0 = 0; k0 < k; k0 += kKc) {
             const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
@@ -190,7 +199,7 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
 #pragma omp for schedule(static)
             for (int64_t p = 0; p < panels; ++p)
                 pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                             bpack.data() + p * kNr * pairs);
+                             bpack.get() + p * kNr * pairs);
 #pragma omp for schedule(dynamic)
             for (int64_t item = 0; item < wb.blocks * wb.groups; ++item) {
                 const int64_t blk = item / wb.groups, g = item % wb.groups;
@@ -201,11 +210,11 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                 const int64_t whole = direct_a ? mc / kMr * kMr : 0;
                 if (whole < mc)
                     pack_a_block(a, la, i0 + whole, mc - whole, k0, kc,
-                                 apack.data() + whole * pairs, sums);
+                                 apack.get() + whole * pairs, sums);
                 for (int64_t p = g * wb.per_group;
                      p < std::min(panels, (g + 1) * wb.per_group); ++p) {
                     const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                    const uint32_t* bp = bpack.data() + p * kNr * pairs;
+                    const uint32_t* bp = bpack.get() + p * kNr * pairs;
                     for (int64_t r = 0; r < mc; r += kMr) {
                         // c's tile is read or written after the products:
                         // its lines are on their way meanwhile.
@@ -216,7 +225,7 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                             tile(pairs, reinterpret_cast<const uint32_t*>(at(a, la, i0 + r, k0)),
                                  la.ld / 2, 1, bp, t);
                         else
-                            tile(pairs, apack.data() + r * pairs, 1, kMr, bp, t);
+                            tile(pairs, apack.get() + r * pairs, 1, kMr, bp, t);
                         Finish<OutT> f;
                         f.acc = acc;
                         f.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
