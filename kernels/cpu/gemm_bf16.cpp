@@ -87,13 +87,36 @@ void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j
     }
 }
 
+// Six rows of a column-major bf16 matrix as a 6-row panel in pairs:
+// dst[q·6 + r] = (col(2q)[r], col(2q + 1)[r]) where col(k) = a0 + k·ld, for
+// kc k's (zero past them); reads eight values of each column (the caller
+// checks they exist).
+void pack_pairs_by_columns(const BFloat16* a0, int64_t ld, int64_t kc, uint32_t* dst) {
+    using u16x8 = uint16_t __attribute__((vector_size(16)));
+    using u32x4 = uint32_t __attribute__((vector_size(16)));
+    auto column = [&](int64_t k) {
+        u16x8 v;
+        std::memcpy(&v, a0 + k * ld, sizeof v);
+        const u16x8 subnormal = (v & 0x7f80) == 0;  // read as zero (daz)
+        return subnormal ? v & 0x8000 : v;
+    };
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t q = 0; q < pairs; ++q) {
+        const u16x8 e = column(2 * q), o = 2 * q + 1 < kc ? column(2 * q + 1) : u16x8{};
+        const u32x4 lo = (u32x4)__builtin_shuffle(e, o, u16x8{0, 8, 1, 9, 2, 10, 3, 11});
+        const u32x4 hi = (u32x4)__builtin_shuffle(e, o, u16x8{4, 12, 5, 13, 6, 14, 7, 15});
+        std::memcpy(dst + q * kMr, &lo, sizeof lo);
+        std::memcpy(dst + q * kMr + 4, &hi, 2 * sizeof(uint32_t));
+    }
+}
+
 // The mc × kc block of a at (i0, k0) as panels of 6 rows in pairs: panel p
 // holds ap[p·6·pairs + q·6 + r] = (a(i0 + 6p + r, k0 + 2q), a(…, k0 + 2q + 1)),
-// zero past mc and kc. With `sums`, adds each row's values as given (in
-// f64) to sums[row − i0].
+// zero past mc and kc; m_all is a's row count. With `sums`, adds each
+// row's values as given (in f64) to sums[row − i0].
 template <class T>
-void pack_a_block(const T* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                  uint32_t* ap, double* sums) {
+void pack_a_block(const T* a, MatrixLayout la, int64_t m_all, int64_t i0, int64_t mc, int64_t k0,
+                  int64_t kc, uint32_t* ap, double* sums) {
     const int64_t pairs = (kc + 1) / 2;
     // Element (r, k) of the block at a0[r·rs + k·ks]: pair by pair, the six
     // rows side by side (contiguous for a column-major a such as gᵀ).
@@ -102,7 +125,16 @@ void pack_a_block(const T* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t k
         uint32_t* dst = ap + p * kMr * pairs;
         const int64_t rows = std::min(kMr, mc - p * kMr);
         const T* a0 = at(a, la, i0 + p * kMr, k0);
-        for (int64_t q = 0; q < pairs; ++q) {
+        bool packed = false;
+        if constexpr (std::is_same_v<T, BFloat16>) {
+            // A column-major bf16 a (gᵀ of a weight gradient): eight rows
+            // read at once from each k's two lines, interleaved in registers.
+            if (!la.row_major && rows == kMr && i0 + p * kMr + 8 <= m_all) {
+                pack_pairs_by_columns(a0, la.ld, kc, dst);
+                packed = true;
+            }
+        }
+        for (int64_t q = 0; q < pairs && !packed; ++q) {
             const bool odd = 2 * q + 1 < kc;
             const T* e = a0 + 2 * q * ks;
             const T* o = odd ? e + ks : e;
@@ -209,7 +241,7 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                 double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
                 const int64_t whole = direct_a ? mc / kMr * kMr : 0;
                 if (whole < mc)
-                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc,
+                    pack_a_block(a, la, m, i0 + whole, mc - whole, k0, kc,
                                  apack.get() + whole * pairs, sums);
                 for (int64_t p = g * wb.per_group;
                      p < std::min(panels, (g + 1) * wb.per_group); ++p) {

@@ -7,7 +7,9 @@
 //          pair, 4 vector loads of b (2 bf16 per lane), 6 broadcasts of a's
 //          32-bit pairs, 24 VDPBF16PS = 1536 FLOPs (the f32 tile's 768 per k).
 // Cost:    the native tile is bound by the dot-product unit: per pair, 256
-//          bytes of b from L1/L2 for 1536 FLOPs. The emulation splits each
+//          bytes of b from L1/L2 for 1536 FLOPs. Its rate depends on the
+//          data (power, then clock): constant operands run ~20 % faster than
+//          random ones on a Zen 4, so the peak is measured on random ones. The emulation splits each
 //          pair into two f32 vectors (shift, mask) and does two FMAs: half
 //          the native rate, about f32's.
 // Test: tests/kernels/test_gemm_bf16.cpp; benchmark: bench/matmul.cpp.
@@ -89,22 +91,24 @@ void bf16_tile_emulated(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t k
             std::memcpy(t + r * kBf16Nr + 16 * v, &s[r][v], sizeof(fvec));
 }
 
-__attribute__((target("avx512f,avx512bf16"))) float bf16_peak_loop(int64_t iterations) {
-    __m512 s[24];
-    for (__m512& v : s) v = _mm512_setzero_ps();
-    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);  // (1, 1): sums grow by 2 per step
+double bf16_peak_loop(int64_t iterations, float* sink) {
+    constexpr int64_t kPairs = 64;  // b 16 KB, a 1.5 KB: L1
+    alignas(64) uint32_t a[kBf16Mr * kPairs], b[kPairs * kBf16Nr];
+    alignas(64) float t[kBf16Mr * kBf16Nr];
+    uint32_t x = 12345;
+    auto value = [&] {  // a bf16 in (−1, 1): random sign, exponent and mantissa
+        x = x * 1664525u + 1013904223u;
+        return uint32_t(((x >> 16) & 0x8000u) | (0x3800u + ((x >> 8) & 0x07ffu)));
+    };
+    for (uint32_t& w : a) w = value() | value() << 16;
+    for (uint32_t& w : b) w = value() | value() << 16;
+    float s = 0;
     for (int64_t i = 0; i < iterations; ++i) {
-#pragma GCC unroll 24
-        for (int j = 0; j < 24; ++j) s[j] = _mm512_dpbf16_ps(s[j], x, x);
-        __asm__ volatile("" : "+v"(x));  // x may change: the loop stays
+        bf16_tile_native(kPairs, a, 1, kBf16Mr, b, t);
+        s += t[i % (kBf16Mr * kBf16Nr)];
     }
-    __m512 total = s[0];
-    for (int j = 1; j < 24; ++j) total = _mm512_add_ps(total, s[j]);
-    float lanes[16];
-    _mm512_storeu_ps(lanes, total);
-    float sum = 0;
-    for (float v : lanes) sum += v;
-    return sum;
+    *sink = s;
+    return 2.0 * double(kBf16Mr * kBf16Nr) * double(2 * kPairs) * double(iterations);
 }
 
 }  // namespace ember::kernels::cpu

@@ -25,9 +25,11 @@ void bf16_tile_native(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t ks,
 void bf16_tile_emulated(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t ks,
                         const uint32_t* bp, float* t);
 
-/// `iterations` rounds of 24 independent VDPBF16PS (the tile's mix without
-/// its loads) on this thread: 24·64 FLOPs each. Returns a value that depends
-/// on every sum, so the loop is not removed. Needs AVX512_BF16.
-float bf16_peak_loop(int64_t iterations);
+/// The native tile's rate without the GEMM around it: `iterations` tiles of
+/// 64 k pairs on operands that stay in L1, seeded values in (−1, 1) (the
+/// instruction's power, and so the clock, depends on the data: constant
+/// operands run faster than any real product). Returns the FLOPs done;
+/// `sink` gets a value that depends on the sums. Needs AVX512_BF16.
+double bf16_peak_loop(int64_t iterations, float* sink);
 
 }  // namespace ember::kernels::cpu

@@ -172,27 +172,45 @@ TEST_CASE("gemm_bf16: the sums are bf16 products, not f32 ones", "[kernels][gemm
 }
 
 TEST_CASE("gemm_bf16: subnormal operands read as zero, NaN and inf propagate", "[kernels][gemm]") {
-    for (CpuBf16 mode : modes()) {
-        const Bf16Mode scope(mode);
-        const int64_t m = 3, n = 70, k = 9;
-        std::mt19937 rng(5);
-        Matrix a = make(m, k, true, 0, DType::bf16, rng), b = make(k, n, true, 0, DType::bf16, rng);
-        Matrix zeroed = a;
-        a.bf16[2] = BFloat16::from_bits(0x0005);  // subnormal
-        zeroed.bf16[2] = BFloat16::from_bits(0x0000);
-        a.bf16[size_t(k + 4)] = BFloat16(std::nanf(""));
-        zeroed.bf16[size_t(k + 4)] = a.bf16[size_t(k + 4)];
-        a.bf16[size_t(2 * k)] = BFloat16(INFINITY);
-        zeroed.bf16[size_t(2 * k)] = a.bf16[size_t(2 * k)];
-        std::vector<float> c(size_t(m * n)), d(size_t(m * n));
-        cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), c.data(), DType::f32, n, false);
-        cpu::gemm_bf16(m, n, k, zeroed.operand(), b.operand(), d.data(), DType::f32, n, false);
-        for (int64_t j = 0; j < n; ++j) {
-            CHECK(c[size_t(j)] == d[size_t(j)]);
-            CHECK(std::isnan(c[size_t(n + j)]));
-            CHECK((std::isinf(c[size_t(2 * n + j)]) || std::isnan(c[size_t(2 * n + j)])));
+    for (CpuBf16 mode : modes())
+        for (bool row_major : {true, false}) {  // a column-major a packs eight rows at a time
+            INFO((mode == CpuBf16::native ? "native" : "emulated") << ", a "
+                                                                   << (row_major ? "row" : "column")
+                                                                   << "-major");
+            const Bf16Mode scope(mode);
+            const int64_t m = 16, n = 70, k = 9;
+            std::mt19937 rng(5);
+            Matrix a = make(m, k, row_major, 0, DType::bf16, rng),
+                   b = make(k, n, true, 0, DType::bf16, rng);
+            Matrix zeroed = a;
+            auto put = [&](int64_t r, int64_t c, BFloat16 v, BFloat16 z) {
+                const size_t i = size_t(row_major ? r * a.layout.ld + c : c * a.layout.ld + r);
+                a.bf16[i] = v;
+                zeroed.bf16[i] = z;
+            };
+            // Rows 0, 7 and 13: a subnormal and zeros, so that a subnormal
+            // product would show in the sum.
+            for (int64_t r : {0, 7, 13}) {
+                for (int64_t t = 0; t < k; ++t) put(r, t, BFloat16(0.0f), BFloat16(0.0f));
+                put(r, 2, BFloat16::from_bits(0x0005), BFloat16(0.0f));
+            }
+            for (int64_t r : {1, 8}) put(r, 3, BFloat16::from_bits(0x8041), BFloat16(-0.0f));
+            put(2, 4, BFloat16(std::nanf("")), BFloat16(std::nanf("")));
+            put(3, 0, BFloat16(INFINITY), BFloat16(INFINITY));
+            std::vector<float> c(size_t(m * n)), d(size_t(m * n));
+            cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), c.data(), DType::f32, n, false);
+            cpu::gemm_bf16(m, n, k, zeroed.operand(), b.operand(), d.data(), DType::f32, n, false);
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                    const float x = c[size_t(i * n + j)];
+                    if (i == 2)
+                        CHECK(std::isnan(x));
+                    else if (i == 3)
+                        CHECK((std::isinf(x) || std::isnan(x)));
+                    else
+                        CHECK(x == d[size_t(i * n + j)]);
+                }
         }
-    }
 }
 
 TEST_CASE("gemm_bf16: K = 0 writes zeros, or leaves c alone when accumulating", "[kernels][gemm]") {
