@@ -122,9 +122,9 @@ void validate_bf16(const Tensor& c, const Tensor& a, const Tensor& b, const char
 // bf16 rows for one GEMM shape (bf16 operands and result of normal values,
 // f32 sums): ember's matmul, the CPU kernel into a reused buffer, a
 // transposed right operand read in place — against the bf16 peak (the
-// native tile on L1-resident random operands on every thread: the GEMM's
-// instruction mix without its cache misses, packing or epilogue) timed
-// interleaved with them. Where the CPU multiplies bf16 by its f32
+// native tile on L1-resident operands drawn from a, on every thread: the
+// GEMM's instruction mix on its data without its cache misses, packing or
+// epilogue) timed interleaved with them. Where the CPU multiplies bf16 by its f32
 // emulation, against ember's f32 matmul of the same shape instead.
 void bf16_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
     const Tensor a = randn({m, k}).to(DType::bf16), b = randn({k, n}).to(DType::bf16),
@@ -147,7 +147,8 @@ void bf16_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
 #pragma omp parallel reduction(+ : flop)
             {
                 float s = 0;
-                flop += kernels::cpu::bf16_peak_loop(iterations, &s);
+                flop += kernels::cpu::bf16_peak_loop(
+                    iterations, reinterpret_cast<const uint16_t*>(a.data<BFloat16>()), a.numel(), &s);
 #pragma omp atomic
                 sink += s;
             }

@@ -91,14 +91,15 @@ void bf16_tile_emulated(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t k
             std::memcpy(t + r * kBf16Nr + 16 * v, &s[r][v], sizeof(fvec));
 }
 
-double bf16_peak_loop(int64_t iterations, float* sink) {
+double bf16_peak_loop(int64_t iterations, const uint16_t* values, int64_t count, float* sink) {
     constexpr int64_t kPairs = 64;  // b 16 KB, a 1.5 KB: L1
     alignas(64) uint32_t a[kBf16Mr * kPairs], b[kPairs * kBf16Nr];
     alignas(64) float t[kBf16Mr * kBf16Nr];
-    uint32_t x = 12345;
-    auto value = [&] {  // a bf16 in (−1, 1): random sign, exponent and mantissa
-        x = x * 1664525u + 1013904223u;
-        return uint32_t(((x >> 16) & 0x8000u) | (0x3800u + ((x >> 8) & 0x07ffu)));
+    int64_t next = 0;
+    auto value = [&] {
+        const uint32_t v = values[next];
+        next = (next + 1) % count;
+        return v;
     };
     for (uint32_t& w : a) w = value() | value() << 16;
     for (uint32_t& w : b) w = value() | value() << 16;

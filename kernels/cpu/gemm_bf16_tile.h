@@ -26,10 +26,11 @@ void bf16_tile_emulated(int64_t pairs, const uint32_t* ap, int64_t rs, int64_t k
                         const uint32_t* bp, float* t);
 
 /// The native tile's rate without the GEMM around it: `iterations` tiles of
-/// 64 k pairs on operands that stay in L1, seeded values in (−1, 1) (the
-/// instruction's power, and so the clock, depends on the data: constant
+/// 64 k pairs on operands that stay in L1, filled from `values` (bf16 bits,
+/// `count` of them, repeated as needed: a product's own operands — the
+/// instruction's power, and so the clock, depends on the data, and constant
 /// operands run faster than any real product). Returns the FLOPs done;
 /// `sink` gets a value that depends on the sums. Needs AVX512_BF16.
-double bf16_peak_loop(int64_t iterations, float* sink);
+double bf16_peak_loop(int64_t iterations, const uint16_t* values, int64_t count, float* sink);
 
 }  // namespace ember::kernels::cpu
