@@ -30,8 +30,8 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/settings.h"
-#include "kernels/cpu/gemm_blocks.h"
 #include "kernels/cpu/gemm_bf16_tile.h"
+#include "kernels/cpu/gemm_blocks.h"
 #include "kernels/math.h"
 
 namespace ember::kernels::cpu {
@@ -40,10 +40,11 @@ namespace {
 
 constexpr int64_t kMr = kBf16Mr;
 constexpr int64_t kNr = kBf16Nr;
-constexpr int64_t kKc = 1024;  // k per block: a 6-row panel is 12 KB (L1), a 64-column panel of b 128 KB
-constexpr int64_t kMc = 96;    // rows per block of a (192 KB packed at kc = 1024: L2)
+constexpr int64_t kKc =
+    1024;  // k per block: a 6-row panel is 12 KB (L1), a 64-column panel of b 128 KB
+constexpr int64_t kMc = 96;  // rows per block of a (192 KB packed at kc = 1024: L2)
 
-using Tile = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, float*);
+using Tile = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, const TileOut&);
 
 // A bf16's bits with a subnormal read as zero (VDPBF16PS's rule, applied by
 // the packing so that both tiles see the same operands).
@@ -139,8 +140,7 @@ void pack_a_block(const T* a, MatrixLayout la, int64_t m_all, int64_t i0, int64_
             const T* e = a0 + 2 * q * ks;
             const T* o = odd ? e + ks : e;
             for (int64_t r = 0; r < kMr; ++r)
-                dst[q * kMr + r] =
-                    r < rows ? pair(bits(e[r * rs]), odd ? bits(o[r * rs]) : 0) : 0;
+                dst[q * kMr + r] = r < rows ? pair(bits(e[r * rs]), odd ? bits(o[r * rs]) : 0) : 0;
         }
         if (!sums) continue;
         // The rows' sums: the even k's and the odd k's apart (two chains of
@@ -208,13 +208,18 @@ void finish(const float* t, int64_t ldt, OutT* c, int64_t ldc, int64_t rows, int
 // The product into c of type OutT (f32, or bf16 with K within one k-block).
 template <class TA, class TB, class OutT>
 void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB* b,
-         MatrixLayout lb, OutT* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep,
-         OutT* pre, Tile tile) {
+         MatrixLayout lb, OutT* c, int64_t ldc, bool accumulate, const GemmEpilogue* ep, OutT* pre,
+         Tile tile) {
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc), pairs_max = (kc_max + 1) / 2;
     const auto bpack = std::make_unique_for_overwrite<uint32_t[]>(size_t(panels * kNr * pairs_max));
     const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
     const bool activated = ep && ep->act != LinearActivation::none;
+    // bf16 c written by the tiles themselves: one k-block, nothing to
+    // accumulate, no activation but ReLU, no pre-activation to keep.
+    const bool direct_c =
+        k <= kKc && !accumulate &&
+        (!ep || ep->act == LinearActivation::none || (ep->act == LinearActivation::relu && !pre));
     // A bf16 row-major a holds its k pairs side by side: read in place when
     // every pair is whole (even K and leading dimension, 4-byte aligned).
     bool direct_a = false;
@@ -223,7 +228,8 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                    reinterpret_cast<uintptr_t>(a) % 4 == 0 && !(ep && ep->a_row_sums);
 #pragma omp parallel if (wb.threaded)
     {
-        const auto apack = std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max));
+        const auto apack =
+            std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max));
         alignas(64) float t[kMr * kNr];
         for (int64_t k0 = 0; k0 < k; k0 += kKc) {
             const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
@@ -243,8 +249,8 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                 if (whole < mc)
                     pack_a_block(a, la, m, i0 + whole, mc - whole, k0, kc,
                                  apack.get() + whole * pairs, sums);
-                for (int64_t p = g * wb.per_group;
-                     p < std::min(panels, (g + 1) * wb.per_group); ++p) {
+                for (int64_t p = g * wb.per_group; p < std::min(panels, (g + 1) * wb.per_group);
+                     ++p) {
                     const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
                     const uint32_t* bp = bpack.get() + p * kNr * pairs;
                     for (int64_t r = 0; r < mc; r += kMr) {
@@ -253,11 +259,24 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                         for (int64_t i = 0; i < std::min(kMr, mc - r); ++i)
                             for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(OutT)))
                                 __builtin_prefetch(c + (i0 + r + i) * ldc + j0 + j, 1);
+                        // A whole bf16 tile with nothing to add to it (the
+                        // only k-block) is written from the registers.
+                        const bool rows_whole = mc - r >= kMr;
+                        TileOut out;
+                        out.t = t;
+                        if constexpr (std::is_same_v<OutT, BFloat16>)
+                            if (direct_c && rows_whole && cols == kNr) {
+                                out.c = &(c + (i0 + r) * ldc + j0)->bits;
+                                out.ldc = ldc;
+                                out.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
+                                out.relu = ep && ep->act == LinearActivation::relu;
+                            }
                         if (r < whole)
                             tile(pairs, reinterpret_cast<const uint32_t*>(at(a, la, i0 + r, k0)),
-                                 la.ld / 2, 1, bp, t);
+                                 la.ld / 2, 1, bp, out);
                         else
-                            tile(pairs, apack.get() + r * pairs, 1, kMr, bp, t);
+                            tile(pairs, apack.get() + r * pairs, 1, kMr, bp, out);
+                        if (out.c) continue;
                         Finish<OutT> f;
                         f.acc = acc;
                         f.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
@@ -347,7 +366,8 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, Bf16Operand a, Bf16Operand b, vo
     EMBER_INTERNAL_ASSERT((a.dtype == DType::f32 || a.dtype == DType::bf16) &&
                           (b.dtype == DType::f32 || b.dtype == DType::bf16) &&
                           (c_dtype == DType::f32 || c_dtype == DType::bf16));
-    if (ep && ep->a_row_sums) std::fill(ep->a_row_sums, ep->a_row_sums + std::max<int64_t>(m, 0), 0.0);
+    if (ep && ep->a_row_sums)
+        std::fill(ep->a_row_sums, ep->a_row_sums + std::max<int64_t>(m, 0), 0.0);
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (c_dtype == DType::f32)

@@ -41,9 +41,16 @@ inline GemmBlocks gemm_blocks(int64_t m, int64_t panels, double flops, int64_t m
     const int64_t tiles = (m + mr - 1) / mr, per_block = mc / mr;
     const int64_t blocks =
         std::min(tiles, threads * ((tiles + threads * per_block - 1) / (threads * per_block)));
-    const int64_t groups = std::min(panels, std::max<int64_t>(1, (4 * threads + blocks - 1) / blocks));
-    return {threaded, m,      mr,     tiles, blocks, (tiles + blocks - 1) / blocks * mr,
-            groups,   (panels + groups - 1) / groups};
+    const int64_t groups =
+        std::min(panels, std::max<int64_t>(1, (4 * threads + blocks - 1) / blocks));
+    return {.threaded = threaded,
+            .m = m,
+            .mr = mr,
+            .tiles = tiles,
+            .blocks = blocks,
+            .max_rows = (tiles + blocks - 1) / blocks * mr,
+            .groups = groups,
+            .per_group = (panels + groups - 1) / groups};
 }
 
 }  // namespace ember::kernels::cpu

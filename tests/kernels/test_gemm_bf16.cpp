@@ -3,11 +3,10 @@
 // k-blocks, odd K, every layout and operand dtype, f32 and bf16 results,
 // accumulation, the epilogue; the native tile against its emulation; the
 // same bits for any thread count.
-#include <catch2/catch.hpp>
-
 #include <omp.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -94,7 +93,7 @@ std::vector<CpuBf16> modes() {
 
 TEST_CASE("gemm_bf16: every layout, dtype and edge against an f64 reference", "[kernels][gemm]") {
     std::mt19937 rng(42);
-    const int64_t shapes[][3] = {{1, 1, 1},      {5, 63, 7},     {6, 64, 256},  {13, 65, 257},
+    const int64_t shapes[][3] = {{1, 1, 1},      {5, 63, 7},     {6, 64, 256},   {13, 65, 257},
                                  {97, 130, 300}, {200, 17, 600}, {7, 200, 1025}, {64, 129, 2}};
     for (CpuBf16 mode : modes()) {
         const Bf16Mode scope(mode);
@@ -113,7 +112,8 @@ TEST_CASE("gemm_bf16: every layout, dtype and edge against an f64 reference", "[
                     const int64_t ldc = n + 2;
                     Out c(dc, size_t(m * ldc), rng);
                     const Out before = c;
-                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), c.data(), dc, ldc, accumulate);
+                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), c.data(), dc, ldc,
+                                   accumulate);
                     for (int64_t i = 0; i < m; ++i) {
                         for (int64_t j = 0; j < n; ++j) {
                             double want = accumulate ? before.at(size_t(i * ldc + j)) : 0.0;
@@ -125,8 +125,9 @@ TEST_CASE("gemm_bf16: every layout, dtype and edge against an f64 reference", "[
                             // f32 sums: within K + 2 roundings of the sum of
                             // magnitudes; a bf16 c adds its one rounding.
                             const double err = std::abs(c.at(size_t(i * ldc + j)) - want);
-                            const double bound = 6e-8 * double(k + 2) * (mag + 1) +
-                                                 (dc == DType::bf16 ? std::ldexp(std::abs(want), -8) : 0);
+                            const double bound =
+                                6e-8 * double(k + 2) * (mag + 1) +
+                                (dc == DType::bf16 ? std::ldexp(std::abs(want), -8) : 0);
                             REQUIRE(err <= bound);
                         }
                         for (int64_t j = n; j < ldc; ++j)  // past each row: untouched
@@ -144,21 +145,25 @@ TEST_CASE("gemm_bf16: VDPBF16PS and its f32 emulation give the same bits", "[ker
     }
     std::mt19937 rng(3);
     for (const auto& [m, n, k] : {std::array<int64_t, 3>{37, 150, 1100}, {6, 64, 3}, {100, 9, 77}})
-        for (DType dc : {DType::f32, DType::bf16}) {
-            INFO("m " << m << " n " << n << " k " << k << " c " << dtype_name(dc));
-            const Matrix a = make(m, k, true, 0, DType::bf16, rng),
-                         b = make(k, n, false, 1, DType::f32, rng);
-            Out native(dc, size_t(m * n), rng), emulated = native;
-            {
-                const Bf16Mode scope(CpuBf16::native);
-                cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), native.data(), dc, n, true);
+        for (DType dc : {DType::f32, DType::bf16})
+            for (bool accumulate : {false, true}) {  // bf16, not accumulating: c from the registers
+                INFO("m " << m << " n " << n << " k " << k << " c " << dtype_name(dc)
+                          << (accumulate ? ", accumulating" : ""));
+                const Matrix a = make(m, k, true, 0, DType::bf16, rng),
+                             b = make(k, n, false, 1, DType::f32, rng);
+                Out native(dc, size_t(m * n), rng), emulated = native;
+                {
+                    const Bf16Mode scope(CpuBf16::native);
+                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), native.data(), dc, n,
+                                   accumulate);
+                }
+                {
+                    const Bf16Mode scope(CpuBf16::emulated);
+                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), emulated.data(), dc, n,
+                                   accumulate);
+                }
+                CHECK(native.same_bits(emulated));
             }
-            {
-                const Bf16Mode scope(CpuBf16::emulated);
-                cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), emulated.data(), dc, n, true);
-            }
-            CHECK(native.same_bits(emulated));
-        }
 }
 
 TEST_CASE("gemm_bf16: the sums are bf16 products, not f32 ones", "[kernels][gemm]") {
@@ -174,9 +179,8 @@ TEST_CASE("gemm_bf16: the sums are bf16 products, not f32 ones", "[kernels][gemm
 TEST_CASE("gemm_bf16: subnormal operands read as zero, NaN and inf propagate", "[kernels][gemm]") {
     for (CpuBf16 mode : modes())
         for (bool row_major : {true, false}) {  // a column-major a packs eight rows at a time
-            INFO((mode == CpuBf16::native ? "native" : "emulated") << ", a "
-                                                                   << (row_major ? "row" : "column")
-                                                                   << "-major");
+            INFO((mode == CpuBf16::native ? "native" : "emulated")
+                 << ", a " << (row_major ? "row" : "column") << "-major");
             const Bf16Mode scope(mode);
             const int64_t m = 16, n = 70, k = 9;
             std::mt19937 rng(5);
@@ -245,59 +249,65 @@ TEST_CASE("gemm_bf16: the same bits for any thread count", "[kernels][gemm]") {
 TEST_CASE("gemm_bf16: the epilogue gives the plain path's bits, and a's row sums",
           "[kernels][gemm]") {
     std::mt19937 rng(11);
-    for (const auto& [m, n, k] : {std::array<int64_t, 3>{7, 130, 300}, {2, 300, 40}, {130, 70, 600}})
-        for (bool ra : {false, true})
-            for (DType dc : {DType::f32, DType::bf16})
-                for (LinearActivation act :
-                     {LinearActivation::none, LinearActivation::relu, LinearActivation::gelu_tanh}) {
-                    INFO("m " << m << " n " << n << " k " << k << (ra ? " row" : " col")
-                              << "-major a, c " << dtype_name(dc) << ", act " << int(act));
-                    const Matrix a = make(m, k, ra, 2, DType::bf16, rng),
-                                 b = make(k, n, false, 1, DType::bf16, rng);
-                    std::vector<float> bias(static_cast<size_t>(n));
-                    for (float& x : bias) x = float(int(rng() % 9) - 4) / 4;  // exact in bf16
-                    // Plain: the bias copied into c, the product accumulated
-                    // onto it, the activation of c's values.
-                    Out plain(dc, size_t(m * n), rng), fused = plain;
-                    for (int64_t i = 0; i < m; ++i)
-                        for (int64_t j = 0; j < n; ++j) {
-                            const size_t e = size_t(i * n + j);
+    for (CpuBf16 mode : modes())
+        for (const auto& [m, n, k] :
+             {std::array<int64_t, 3>{7, 130, 300}, {2, 300, 40}, {130, 70, 600}})
+            for (bool ra : {false, true})
+                for (DType dc : {DType::f32, DType::bf16})
+                    for (LinearActivation act : {LinearActivation::none, LinearActivation::relu,
+                                                 LinearActivation::gelu_tanh}) {
+                        INFO("m " << m << " n " << n << " k " << k << (ra ? " row" : " col")
+                                  << "-major a, c " << dtype_name(dc) << ", act " << int(act)
+                                  << ", " << (mode == CpuBf16::native ? "native" : "emulated"));
+                        const Bf16Mode scope(mode);
+                        const Matrix a = make(m, k, ra, 2, DType::bf16, rng),
+                                     b = make(k, n, false, 1, DType::bf16, rng);
+                        std::vector<float> bias(static_cast<size_t>(n));
+                        for (float& x : bias) x = float(int(rng() % 9) - 4) / 4;  // exact in bf16
+                        // Plain: the bias copied into c, the product accumulated
+                        // onto it, the activation of c's values.
+                        Out plain(dc, size_t(m * n), rng), fused = plain;
+                        for (int64_t i = 0; i < m; ++i)
+                            for (int64_t j = 0; j < n; ++j) {
+                                const size_t e = size_t(i * n + j);
+                                if (dc == DType::f32)
+                                    plain.f32[e] = bias[size_t(j)];
+                                else
+                                    plain.bf16[e] = BFloat16(bias[size_t(j)]);
+                            }
+                        cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), plain.data(), dc, n,
+                                       true);
+                        Out pre_plain = plain;
+                        for (size_t e = 0; e < size_t(m * n); ++e) {
+                            const float v = float(plain.at(e));
+                            const float y = act == LinearActivation::relu ? math::Relu{}(v)
+                                            : act == LinearActivation::gelu_tanh
+                                                ? math::GeluTanh{}(v)
+                                                : v;
                             if (dc == DType::f32)
-                                plain.f32[e] = bias[size_t(j)];
+                                plain.f32[e] = y;
                             else
-                                plain.bf16[e] = BFloat16(bias[size_t(j)]);
+                                plain.bf16[e] = BFloat16(y);
                         }
-                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), plain.data(), dc, n, true);
-                    Out pre_plain = plain;
-                    for (size_t e = 0; e < size_t(m * n); ++e) {
-                        const float v = float(plain.at(e));
-                        const float y = act == LinearActivation::relu        ? math::Relu{}(v)
-                                        : act == LinearActivation::gelu_tanh ? math::GeluTanh{}(v)
-                                                                             : v;
-                        if (dc == DType::f32)
-                            plain.f32[e] = y;
-                        else
-                            plain.bf16[e] = BFloat16(y);
+                        Out pre(dc, size_t(m * (n + 3)), rng);
+                        std::vector<double> sums(size_t(m), -1.0);
+                        cpu::GemmEpilogue ep;
+                        ep.bias = bias.data();
+                        ep.act = act;
+                        ep.pre = act == LinearActivation::gelu_tanh ? pre.data() : nullptr;
+                        ep.ld_pre = n + 3;
+                        ep.a_row_sums = sums.data();
+                        cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), fused.data(), dc, n,
+                                       false, &ep);
+                        REQUIRE(fused.same_bits(plain));
+                        for (int64_t i = 0; i < m; ++i) {
+                            double row = 0;
+                            for (int64_t t = 0; t < k; ++t) row += a.given(i, t);
+                            REQUIRE(std::abs(sums[size_t(i)] - row) <= 1e-12 * double(k));
+                            if (ep.pre)
+                                for (int64_t j = 0; j < n; ++j)
+                                    REQUIRE(pre.at(size_t(i * (n + 3) + j)) ==
+                                            pre_plain.at(size_t(i * n + j)));
+                        }
                     }
-                    Out pre(dc, size_t(m * (n + 3)), rng);
-                    std::vector<double> sums(size_t(m), -1.0);
-                    cpu::GemmEpilogue ep;
-                    ep.bias = bias.data();
-                    ep.act = act;
-                    ep.pre = act == LinearActivation::gelu_tanh ? pre.data() : nullptr;
-                    ep.ld_pre = n + 3;
-                    ep.a_row_sums = sums.data();
-                    cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), fused.data(), dc, n, false,
-                                   &ep);
-                    REQUIRE(fused.same_bits(plain));
-                    for (int64_t i = 0; i < m; ++i) {
-                        double row = 0;
-                        for (int64_t t = 0; t < k; ++t) row += a.given(i, t);
-                        REQUIRE(std::abs(sums[size_t(i)] - row) <= 1e-12 * double(k));
-                        if (ep.pre)
-                            for (int64_t j = 0; j < n; ++j)
-                                REQUIRE(pre.at(size_t(i * (n + 3) + j)) ==
-                                        pre_plain.at(size_t(i * n + j)));
-                    }
-                }
 }
