@@ -216,54 +216,46 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
     // a tile reads, the zero padding included.
     const auto bpack = std::make_unique_for_overwrite<float[]>(size_t(panels * kNr * kc_max));
     const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
-    const int64_t blocks = wb.blocks, groups = wb.groups, per_group = wb.per_group;
-    const bool threaded = wb.threaded;
-#pragma omp parallel if (threaded)
-    {
-        const auto apack = std::make_unique_for_overwrite<float[]>(size_t(wb.max_rows * kc_max));
-        for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-            const int64_t kc = std::min(kKc, k - k0);
+    gemm_schedule(
+        wb, k, kKc, panels,
+        [&] { return std::make_unique_for_overwrite<float[]>(size_t(wb.max_rows * kc_max)); },
+        [&](int64_t k0, int64_t kc, int64_t p) {
+            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
+                         bpack.get() + p * kNr * kc);
+        },
+        [&](const std::unique_ptr<float[]>& apack, const GemmItem& it) {
+            const int64_t k0 = it.k0, kc = it.kc, i0 = it.rows.first, mc = it.rows.count;
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
-#pragma omp for schedule(static)
-            for (int64_t p = 0; p < panels; ++p)
-                pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                             bpack.get() + p * kNr * kc);
-#pragma omp for schedule(dynamic)
-            for (int64_t item = 0; item < blocks * groups; ++item) {
-                const int64_t blk = item / groups, g = item % groups;
-                const auto [i0, mc] = wb.rows(blk);
-                // A block's row sums, from the one item that packs it with
-                // the first group of panels (each k-block in turn: in order).
-                double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
-                // A row-major a is read where it lies (six rows side by side
-                // per tile: one stream each); only a last short panel is packed.
-                const bool direct = la.row_major && !sums;
-                const int64_t whole = direct ? mc / kMr * kMr : 0;
-                if (whole < mc)
-                    pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.get() + whole * kc,
-                                 sums);
-                for (int64_t p = g * per_group; p < std::min(panels, (g + 1) * per_group); ++p) {
-                    const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                    const float* bp = bpack.get() + p * kNr * kc;
-                    const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
-                    for (int64_t r = 0; r < mc; r += kMr) {
-                        const Rows ap = r < whole ? Rows{at(a, la, i0 + r, k0), la.ld, 1}
-                                                  : Rows{apack.get() + r * kc, 1, kMr};
-                        float* ct = c + (i0 + r) * ldc + j0;
-                        const int64_t rows = std::min(kMr, mc - r);
-                        if (rows == kMr && cols == kNr)
-                            tile(kc, ap, bp, ct, ldc, st);
-                        else
-                            edge_tile(kc, ap, bp, ct, ldc, rows, cols, st);
-                        if (last && activated)
-                            activate(ct, ldc, rows, cols, *ep,
-                                     ep->pre ? static_cast<float*>(ep->pre) + (i0 + r) * ep->ld_pre + j0
-                                             : nullptr);
-                    }
+            // A block's row sums, from the one item that packs it with the
+            // first group of panels (each k-block in turn: in order).
+            double* sums = ep && ep->a_row_sums && it.group == 0 ? ep->a_row_sums + i0 : nullptr;
+            // A row-major a is read where it lies (six rows side by side per
+            // tile: one stream each); only a last short panel is packed.
+            const bool direct = la.row_major && !sums;
+            const int64_t whole = direct ? mc / kMr * kMr : 0;
+            if (whole < mc)
+                pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.get() + whole * kc,
+                             sums);
+            for (int64_t p = it.p0; p < it.p1; ++p) {
+                const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
+                const float* bp = bpack.get() + p * kNr * kc;
+                const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
+                for (int64_t r = 0; r < mc; r += kMr) {
+                    const Rows ap = r < whole ? Rows{at(a, la, i0 + r, k0), la.ld, 1}
+                                              : Rows{apack.get() + r * kc, 1, kMr};
+                    float* ct = c + (i0 + r) * ldc + j0;
+                    const int64_t rows = std::min(kMr, mc - r);
+                    if (rows == kMr && cols == kNr)
+                        tile(kc, ap, bp, ct, ldc, st);
+                    else
+                        edge_tile(kc, ap, bp, ct, ldc, rows, cols, st);
+                    if (last && activated)
+                        activate(ct, ldc, rows, cols, *ep,
+                                 ep->pre ? static_cast<float*>(ep->pre) + (i0 + r) * ep->ld_pre + j0
+                                         : nullptr);
                 }
             }
-        }
-    }
+        });
 }
 
 }  // namespace ember::kernels::cpu

@@ -226,72 +226,72 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
     if constexpr (std::is_same_v<TA, BFloat16>)
         direct_a = la.row_major && k % 2 == 0 && la.ld % 2 == 0 &&
                    reinterpret_cast<uintptr_t>(a) % 4 == 0 && !(ep && ep->a_row_sums);
-#pragma omp parallel if (wb.threaded)
-    {
-        const auto apack =
-            std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max));
-        alignas(64) float t[kMr * kNr];
-        for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-            const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
+    // Each thread's own packed a block and f32 scratch tile.
+    struct Scratch {
+        std::unique_ptr<uint32_t[]> apack;
+        std::unique_ptr<float[]> t;
+    };
+    gemm_schedule(
+        wb, k, kKc, panels,
+        [&] {
+            return Scratch{
+                std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max)),
+                std::make_unique_for_overwrite<float[]>(size_t(kMr * kNr))};
+        },
+        [&](int64_t k0, int64_t kc, int64_t p) {
+            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
+                         bpack.get() + p * kNr * ((kc + 1) / 2));
+        },
+        [&](const Scratch& own, const GemmItem& it) {
+            const int64_t k0 = it.k0, kc = it.kc, pairs = (kc + 1) / 2;
+            const int64_t i0 = it.rows.first, mc = it.rows.count;
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
-#pragma omp for schedule(static)
-            for (int64_t p = 0; p < panels; ++p)
-                pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                             bpack.get() + p * kNr * pairs);
-#pragma omp for schedule(dynamic)
-            for (int64_t item = 0; item < wb.blocks * wb.groups; ++item) {
-                const int64_t blk = item / wb.groups, g = item % wb.groups;
-                const auto [i0, mc] = wb.rows(blk);
-                // A block's row sums, from the one item that packs it with
-                // the first group of panels (each k-block in turn: in order).
-                double* sums = ep && ep->a_row_sums && g == 0 ? ep->a_row_sums + i0 : nullptr;
-                const int64_t whole = direct_a ? mc / kMr * kMr : 0;
-                if (whole < mc)
-                    pack_a_block(a, la, m, i0 + whole, mc - whole, k0, kc,
-                                 apack.get() + whole * pairs, sums);
-                for (int64_t p = g * wb.per_group; p < std::min(panels, (g + 1) * wb.per_group);
-                     ++p) {
-                    const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                    const uint32_t* bp = bpack.get() + p * kNr * pairs;
-                    for (int64_t r = 0; r < mc; r += kMr) {
-                        // c's tile is read or written after the products:
-                        // its lines are on their way meanwhile.
-                        for (int64_t i = 0; i < std::min(kMr, mc - r); ++i)
-                            for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(OutT)))
-                                __builtin_prefetch(c + (i0 + r + i) * ldc + j0 + j, 1);
-                        // A whole bf16 tile with nothing to add to it (the
-                        // only k-block) is written from the registers.
-                        const bool rows_whole = mc - r >= kMr;
-                        TileOut out;
-                        out.t = t;
-                        if constexpr (std::is_same_v<OutT, BFloat16>)
-                            if (direct_c && rows_whole && cols == kNr) {
-                                out.c = &(c + (i0 + r) * ldc + j0)->bits;
-                                out.ldc = ldc;
-                                out.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
-                                out.relu = ep && ep->act == LinearActivation::relu;
-                            }
-                        if (r < whole)
-                            tile(pairs, reinterpret_cast<const uint32_t*>(at(a, la, i0 + r, k0)),
-                                 la.ld / 2, 1, bp, out);
-                        else
-                            tile(pairs, apack.get() + r * pairs, 1, kMr, bp, out);
-                        if (out.c) continue;
-                        Finish<OutT> f;
-                        f.acc = acc;
-                        f.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
-                        if (last && activated) {
-                            f.act = ep->act;
-                            f.pre = pre ? pre + (i0 + r) * ep->ld_pre + j0 : nullptr;
-                            f.ld_pre = ep->ld_pre;
+            // A block's row sums, from the one item that packs it with the
+            // first group of panels (each k-block in turn: in order).
+            double* sums = ep && ep->a_row_sums && it.group == 0 ? ep->a_row_sums + i0 : nullptr;
+            const int64_t whole = direct_a ? mc / kMr * kMr : 0;
+            if (whole < mc)
+                pack_a_block(a, la, m, i0 + whole, mc - whole, k0, kc,
+                             own.apack.get() + whole * pairs, sums);
+            for (int64_t p = it.p0; p < it.p1; ++p) {
+                const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
+                const uint32_t* bp = bpack.get() + p * kNr * pairs;
+                for (int64_t r = 0; r < mc; r += kMr) {
+                    // c's tile is read or written after the products: its
+                    // lines are on their way meanwhile.
+                    for (int64_t i = 0; i < std::min(kMr, mc - r); ++i)
+                        for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(OutT)))
+                            __builtin_prefetch(c + (i0 + r + i) * ldc + j0 + j, 1);
+                    // A whole bf16 tile with nothing to add to it (the only
+                    // k-block) is written from the registers.
+                    TileOut out;
+                    out.t = own.t.get();
+                    if constexpr (std::is_same_v<OutT, BFloat16>)
+                        if (direct_c && mc - r >= kMr && cols == kNr) {
+                            out.c = &(c + (i0 + r) * ldc + j0)->bits;
+                            out.ldc = ldc;
+                            out.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
+                            out.relu = ep && ep->act == LinearActivation::relu;
                         }
-                        finish(t, kNr, c + (i0 + r) * ldc + j0, ldc, std::min(kMr, mc - r), cols,
-                               f);
+                    if (r < whole)
+                        tile(pairs, reinterpret_cast<const uint32_t*>(at(a, la, i0 + r, k0)),
+                             la.ld / 2, 1, bp, out);
+                    else
+                        tile(pairs, own.apack.get() + r * pairs, 1, kMr, bp, out);
+                    if (out.c) continue;
+                    Finish<OutT> f;
+                    f.acc = acc;
+                    f.bias = ep && ep->bias ? ep->bias + j0 : nullptr;
+                    if (last && activated) {
+                        f.act = ep->act;
+                        f.pre = pre ? pre + (i0 + r) * ep->ld_pre + j0 : nullptr;
+                        f.ld_pre = ep->ld_pre;
                     }
+                    finish(own.t.get(), kNr, c + (i0 + r) * ldc + j0, ldc, std::min(kMr, mc - r),
+                           cols, f);
                 }
             }
-        }
-    }
+        });
 }
 
 // c's dtype chosen: f32 directly; bf16 directly within one k-block, else

@@ -53,4 +53,37 @@ inline GemmBlocks gemm_blocks(int64_t m, int64_t panels, double flops, int64_t m
             .per_group = (panels + groups - 1) / groups};
 }
 
+/// One work item of gemm_schedule: k-block [k0, k0 + kc), its rows, and its
+/// panels [p0, p1).
+struct GemmItem {
+    int64_t k0, kc;
+    GemmBlocks::Rows rows;
+    int64_t group, p0, p1;
+};
+
+/// The GEMMs' schedule: k-block by k-block (`k_block` deep) in turn, b's
+/// `panels` packed first — pack_b(k0, kc, p), split over the threads — then
+/// every work item, handed out as the threads come free: item(scratch, it),
+/// with `scratch` the calling thread's own buffers, made once by
+/// make_scratch(). Which thread runs an item changes no sum.
+template <class MakeScratch, class PackB, class Item>
+void gemm_schedule(const GemmBlocks& wb, int64_t k, int64_t k_block, int64_t panels,
+                   MakeScratch make_scratch, PackB pack_b, Item item) {
+#pragma omp parallel if (wb.threaded)
+    {
+        auto scratch = make_scratch();
+        for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+            const int64_t kc = std::min(k_block, k - k0);
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < panels; ++p) pack_b(k0, kc, p);
+#pragma omp for schedule(dynamic)
+            for (int64_t i = 0; i < wb.blocks * wb.groups; ++i) {
+                const int64_t g = i % wb.groups;
+                item(scratch, GemmItem{k0, kc, wb.rows(i / wb.groups), g, g * wb.per_group,
+                                       std::min(panels, (g + 1) * wb.per_group)});
+            }
+        }
+    }
+}
+
 }  // namespace ember::kernels::cpu

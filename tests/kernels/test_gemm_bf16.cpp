@@ -291,12 +291,12 @@ TEST_CASE("gemm_bf16: the epilogue gives the plain path's bits, and a's row sums
                         }
                         Out pre(dc, size_t(m * (n + 3)), rng);
                         std::vector<double> sums(size_t(m), -1.0);
-                        cpu::GemmEpilogue ep;
-                        ep.bias = bias.data();
-                        ep.act = act;
-                        ep.pre = act == LinearActivation::gelu_tanh ? pre.data() : nullptr;
-                        ep.ld_pre = n + 3;
-                        ep.a_row_sums = sums.data();
+                        const cpu::GemmEpilogue ep{
+                            .bias = bias.data(),
+                            .act = act,
+                            .pre = act == LinearActivation::gelu_tanh ? pre.data() : nullptr,
+                            .ld_pre = n + 3,
+                            .a_row_sums = sums.data()};
                         cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), fused.data(), dc, n,
                                        false, &ep);
                         REQUIRE(fused.same_bits(plain));
