@@ -74,10 +74,14 @@ void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j
     for (int64_t q = 0; q < pairs; ++q) {
         uint32_t* dst = bp + q * kNr;
         const bool odd = 2 * q + 1 < kc;
-        if (lb.row_major) {  // two rows of b side by side
+        if (lb.row_major) {  // two rows of b side by side (loops that vectorize)
             const T* e = at(b, lb, k0 + 2 * q, j0);
-            const T* o = odd ? at(b, lb, k0 + 2 * q + 1, j0) : e;
-            for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), odd ? bits(o[j]) : 0);
+            if (odd) {
+                const T* o = at(b, lb, k0 + 2 * q + 1, j0);
+                for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), bits(o[j]));
+            } else {
+                for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), 0);
+            }
         } else {  // column-major (x·wᵀ, w row-major): a column's pairs lie side by side
             for (int64_t j = 0; j < nc; ++j) {
                 const T* col = at(b, lb, k0 + 2 * q, j0 + j);
