@@ -32,6 +32,7 @@
 #include "core/settings.h"
 #include "kernels/cpu/gemm_bf16_tile.h"
 #include "kernels/cpu/gemm_blocks.h"
+#include "kernels/cpu/transpose16.h"
 #include "kernels/math.h"
 
 namespace ember::kernels::cpu {
@@ -42,7 +43,8 @@ constexpr int64_t kMr = kBf16Mr;
 constexpr int64_t kNr = kBf16Nr;
 constexpr int64_t kKc =
     1024;  // k per block: a 6-row panel is 12 KB (L1), a 64-column panel of b 128 KB
-constexpr int64_t kMc = 96;  // rows per block of a (192 KB packed at kc = 1024: L2)
+constexpr int64_t kMc = 96;      // rows per block of a (192 KB packed at kc = 1024: L2)
+constexpr int64_t kNarrow = 16;  // a product this narrow (or narrower) is computed transposed
 
 using Tile = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, const TileOut&);
 
@@ -65,12 +67,41 @@ const T* at(const T* p, MatrixLayout l, int64_t r, int64_t c) {
     return l.row_major ? p + r * l.ld + c : p + c * l.ld + r;
 }
 
+// 16 × 16 blocks of a column-major bf16 b's pair words (column j's pairs
+// side by side) transposed into the panel's rows, subnormal halves flushed;
+// returns how many pairs (a multiple of 16) it packed for the first
+// nc / 16 · 16 columns. Needs 4-byte aligned pairs (even k0 and ld).
+int64_t pack_b_columns16(const BFloat16* b, int64_t ld, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t nc, uint32_t* bp) {
+    if (ld % 2 != 0 || k0 % 2 != 0 || reinterpret_cast<uintptr_t>(b) % 4 != 0) return 0;
+    using u32x16 = uint32_t __attribute__((vector_size(64)));
+    const int64_t pairs = kc / 2 / 16 * 16;
+    for (int64_t jb = 0; jb + 16 <= nc; jb += 16)
+        for (int64_t qb = 0; qb < pairs; qb += 16) {
+            vec16 r[16];
+            for (int i = 0; i < 16; ++i)
+                std::memcpy(&r[i], b + (j0 + jb + i) * ld + k0 + 2 * qb, sizeof r[i]);
+            transpose16(r);
+            for (int t = 0; t < 16; ++t) {
+                u32x16 w = (u32x16)r[t];
+                w = (w & 0x7f80u) == 0 ? w & 0xffff8000u : w;      // the even k's half
+                w = (w & 0x7f800000u) == 0 ? w & 0x8000ffffu : w;  // the odd k's half
+                std::memcpy(bp + (qb + t) * kNr + jb, &w, sizeof w);
+            }
+        }
+    return pairs;
+}
+
 // The kc × 64 panel of b at (k0, j0) in pairs: bp[q·64 + j] =
 // (b(k0 + 2q, j0 + j), b(k0 + 2q + 1, j0 + j)), zero past kc and nc.
 template <class T>
 void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                   uint32_t* bp) {
     const int64_t pairs = (kc + 1) / 2;
+    // Column-major bf16: whole 16 × 16 blocks of pairs by transposes first.
+    int64_t done = 0;
+    if constexpr (std::is_same_v<T, BFloat16>)
+        if (!lb.row_major) done = pack_b_columns16(b, lb.ld, k0, kc, j0, nc, bp);
     for (int64_t q = 0; q < pairs; ++q) {
         uint32_t* dst = bp + q * kNr;
         const bool odd = 2 * q + 1 < kc;
@@ -83,7 +114,7 @@ void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j
                 for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), 0);
             }
         } else {  // column-major (x·wᵀ, w row-major): a column's pairs lie side by side
-            for (int64_t j = 0; j < nc; ++j) {
+            for (int64_t j = q < done ? nc / 16 * 16 : 0; j < nc; ++j) {
                 const T* col = at(b, lb, k0 + 2 * q, j0 + j);
                 dst[j] = pair(bits(col[0]), odd ? bits(col[1]) : 0);
             }
@@ -363,6 +394,21 @@ void empty_sum(int64_t m, int64_t n, OutT* c, int64_t ldc, bool accumulate, cons
     finish(zeros.data(), 0, c, ldc, m, n, f);
 }
 
+// The layout of a matrix's transpose: the same memory read the other way.
+MatrixLayout transposed(MatrixLayout l) { return {!l.row_major, l.ld}; }
+
+// c[m × n] from a product's f32 sums (row-major, leading dimension n): added
+// to c, or from the bias, then the activation (no pre-activation kept).
+template <class OutT>
+void finish_product(const float* sums, OutT* c, int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                    const GemmEpilogue* ep) {
+    Finish<OutT> f;
+    f.acc = accumulate;
+    f.bias = ep && !accumulate ? ep->bias : nullptr;
+    f.act = ep ? ep->act : LinearActivation::none;
+    finish(sums, n, c, ldc, m, n, f);
+}
+
 }  // namespace
 
 void gemm_bf16(int64_t m, int64_t n, int64_t k, Bf16Operand a, Bf16Operand b, void* c,
@@ -380,6 +426,22 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, Bf16Operand a, Bf16Operand b, vo
         else
             empty_sum(m, n, static_cast<BFloat16*>(c), ldc, accumulate, ep,
                       ep ? static_cast<BFloat16*>(ep->pre) : nullptr);
+        return;
+    }
+    if (n <= kNarrow && m >= kNr && k <= kKc && !(ep && (ep->a_row_sums || ep->pre))) {
+        // A narrow product (a classifier head): its transpose cᵀ = bᵀ · aᵀ puts
+        // the few columns in the tile's rows, where a 6 × 64 tile would be
+        // mostly padding. One k-block: the same products in the same order,
+        // the same sums, finished into c as the direct product's are.
+        std::vector<float> sums(size_t(n * m)), rows(size_t(m * n));
+        gemm_bf16(n, m, k, {b.data, b.dtype, transposed(b.layout)},
+                  {a.data, a.dtype, transposed(a.layout)}, sums.data(), DType::f32, m, false);
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) rows[size_t(i * n + j)] = sums[size_t(j * m + i)];
+        if (c_dtype == DType::f32)
+            finish_product(rows.data(), static_cast<float*>(c), ldc, m, n, accumulate, ep);
+        else
+            finish_product(rows.data(), static_cast<BFloat16*>(c), ldc, m, n, accumulate, ep);
         return;
     }
     const Tile tile = cpu_bf16_native() ? bf16_tile_native : bf16_tile_emulated;
