@@ -41,10 +41,12 @@ namespace {
 
 constexpr int64_t kMr = kBf16Mr;
 constexpr int64_t kNr = kBf16Nr;
-constexpr int64_t kKc =
-    1024;  // k per block: a 6-row panel is 12 KB (L1), a 64-column panel of b 128 KB
-constexpr int64_t kMc = 96;      // rows per block of a (192 KB packed at kc = 1024: L2)
-constexpr int64_t kNarrow = 16;  // a product this narrow (or narrower) is computed transposed
+// k per block: a 6-row panel of a is 12 KB (L1), a 64-column panel of b 128 KB.
+constexpr int64_t kKc = 1024;
+// Rows per block of a: 192 KB packed at kc = 1024 (L2).
+constexpr int64_t kMc = 96;
+// A product this narrow (or narrower) is computed transposed.
+constexpr int64_t kNarrow = 16;
 
 using Tile = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, const TileOut&);
 

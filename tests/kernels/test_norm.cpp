@@ -170,12 +170,7 @@ TEST_CASE("norm backwards agree with central differences of the forwards", "[nor
         auto out = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
             return kernels::batch_norm_forward(xx, ww, bb, {}, {}, 0.1, 1e-3).output;
         };
-        check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.weight, numeric_grad(w, r, [&](const Tensor& t) { return out(x, t, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.bias, numeric_grad(b, r, [&](const Tensor& t) { return out(x, w, t); }),
-                    1e-6, 1e-8);
+        check_affine_grads(gr, x, w, b, r, out);
     }
     for (const auto& [shape, ns] :
          {std::pair<Shape, Shape>{{3, 4}, {4}}, {{2, 2, 3}, {2, 3}}, {{2, 2, 2, 2}, {2, 2, 2}}}) {
@@ -188,12 +183,7 @@ TEST_CASE("norm backwards agree with central differences of the forwards", "[nor
         auto out = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
             return kernels::layer_norm_forward(xx, ns, ww, bb, 1e-3).output;
         };
-        check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.weight, numeric_grad(w, r, [&](const Tensor& t) { return out(x, t, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.bias, numeric_grad(b, r, [&](const Tensor& t) { return out(x, w, t); }),
-                    1e-6, 1e-8);
+        check_affine_grads(gr, x, w, b, r, out);
     }
 }
 

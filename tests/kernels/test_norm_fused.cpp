@@ -143,12 +143,7 @@ TEST_CASE("batch_norm_relu backward agrees with central differences", "[norm][ba
         CHECK(zeros > 0);
         const auto gr = kernels::batch_norm_relu_backward(r, f.output, x, w, f.save_mean,
                                                           f.save_invstd, {true, true, true});
-        check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.weight, numeric_grad(w, r, [&](const Tensor& t) { return out(x, t, b); }),
-                    1e-6, 1e-8);
-        check_close(gr.bias, numeric_grad(b, r, [&](const Tensor& t) { return out(x, w, t); }),
-                    1e-6, 1e-8);
+        check_affine_grads(gr, x, w, b, r, out);
     }
 }
 

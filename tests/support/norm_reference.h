@@ -135,4 +135,17 @@ inline FusedCase fused_case(const Shape& shape, DType dt, bool affine, uint64_t&
     return f;
 }
 
+/// An affine op's three gradients (gr.input, gr.weight, gr.bias) against
+/// central differences of out(x, w, b) against the upstream gradient r.
+template <class Grads, class Out>
+void check_affine_grads(const Grads& gr, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Tensor& r, Out out) {
+    check_close(gr.input, numeric_grad(x, r, [&](const Tensor& t) { return out(t, w, b); }),
+                1e-6, 1e-8);
+    check_close(gr.weight, numeric_grad(w, r, [&](const Tensor& t) { return out(x, t, b); }),
+                1e-6, 1e-8);
+    check_close(gr.bias, numeric_grad(b, r, [&](const Tensor& t) { return out(x, w, t); }),
+                1e-6, 1e-8);
+}
+
 }  // namespace ember::test
