@@ -1,34 +1,34 @@
 // The nn family: the ops a training step runs besides matmul, conv and the
-// op table's elementwise, reduce and softmax rows — batch norm (alone and
-// fused with a ReLU, beside the unfused pair) and layer norm forward and
-// backward, cross-entropy forward and backward, max, average and adaptive
-// pooling and their backwards, the embedding gather and its index_add
-// backward, dropout — on the CPU and, where a GPU is present, on it.
-// Shapes are a training step's: resnet8's first block (batch 128, 16 or 32
-// channels of 28×28), a 1024-wide transformer row, 1000 classes.
+// elementwise, reduce and softmax rows. Batch norm (alone and fused with a
+// ReLU or a residual and a ReLU), layer norm, cross-entropy, max, average
+// and adaptive pooling, the embedding gather and its index_add backward,
+// gather and scatter_add, forward and backward, come from the op table's
+// norm, pool, loss and index entries (bench/op_rows.h: their bench cases,
+// bytes and labels are in tests/ops/entries_<family>.cpp). Written here: the
+// unfused batch norm + ReLU pairs the fused op replaces, and dropout (random:
+// no f64 reference). Shapes are a training step's: resnet8's first block
+// (batch 128, 16 or 32 channels of 28×28), a 1024-wide transformer row, 1000
+// classes, a 32768 × 256 embedding table.
 //
-// Each row is checked before it is timed: on the CPU against the same op on
-// f64 inputs (the f32 instantiation against the f64 one), on a GPU against
-// the CPU's result. Bytes: what the op must move at least — each input it
-// reads in full read once, each output written once; the embedding reads the
-// rows it gathers (the output's size), not the whole table; index_add reads
-// and writes the rows it adds into. The limit is the copy bandwidth measured in
-// the same run (docs/benchmarks.md); two-pass kernels (batch norm reads x for
-// its statistics and again to apply them) cannot reach 100 % of it.
+// The rows written here are checked before they are timed: on the CPU
+// against the same op on f64 inputs (the f32 instantiation against the f64
+// one), on a GPU against the CPU's result. Bytes: what the op must move at
+// least — each input it reads in full read once, each output written once —
+// against the copy bandwidth measured in the same run (docs/benchmarks.md);
+// two-pass kernels (batch norm reads x for its statistics and again to apply
+// them) cannot reach 100 % of it.
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/op_rows.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/factories.h"
-#include "kernels/index.h"
-#include "kernels/loss.h"
 #include "kernels/norm.h"
-#include "kernels/pool.h"
 #include "ops/oracle.h"
 
 namespace ember::bench {
@@ -43,7 +43,7 @@ struct NnRow {
     Inputs inputs;
     std::function<Tensor(const Inputs&)> call;
     double bytes;
-    double tol;         // relative and absolute tolerance of the checks
+    double tol;              // relative and absolute tolerance of the checks
     std::string shape = {};  // the label; empty: the first input's shape
 };
 
@@ -64,40 +64,13 @@ std::vector<NnRow> rows(bool quick) {
     const auto normal = [&](const Shape& s) { return randn(s, {}, &gen); };
     const int64_t n = quick ? 8 : 128;
 
-    {  // batch norm on resnet8's first block: [N, 16, 28, 28]
+    {  // the unfused batch norm + ReLU on resnet8's first block: [N, 16, 28, 28]
+        // Beside the fused rows of the op table, with the same bytes (what
+        // the result needs at least), so the GB/s compare directly; bwd reads
+        // g, y and x and writes dx.
         const Tensor x = normal({n, 16, 28, 28}), w = normal({16}), b = normal({16});
         const Tensor gy = normal(x.shape());
-        const auto fwd = kernels::batch_norm_forward(x, w, b, {}, {}, 0.1, 1e-5);
-        r.push_back(
-            {"batch_norm fwd",
-             {x, w, b},
-             [](const Inputs& i) {
-                 return kernels::batch_norm_forward(i[0], i[1], i[2], {}, {}, 0.1, 1e-5).output;
-             },
-             2 * nbytes(x),
-             1e-4});
-        r.push_back({"batch_norm bwd",
-                     {gy, x, w, fwd.save_mean, fwd.save_invstd},
-                     [](const Inputs& i) {
-                         return kernels::batch_norm_backward(i[0], i[1], i[2], i[3], i[4],
-                                                             {true, true, true})
-                             .input;
-                     },
-                     3 * nbytes(x),
-                     1e-4});
-        // The fused batch norm + ReLU of ConvBNReLU, beside the unfused pair
-        // it replaces (the same bytes: what the result needs at least, so
-        // the GB/s compare directly). bwd reads g, y and x and writes dx.
         const auto fr = kernels::batch_norm_relu_forward(x, w, b, {}, {}, 0.1, 1e-5);
-        r.push_back({"batch_norm_relu fwd",
-                     {x, w, b},
-                     [](const Inputs& i) {
-                         return kernels::batch_norm_relu_forward(i[0], i[1], i[2], {}, {}, 0.1,
-                                                                 1e-5)
-                             .output;
-                     },
-                     2 * nbytes(x),
-                     1e-4});
         r.push_back(
             {"batch_norm+relu fwd (unfused)",
              {x, w, b},
@@ -108,13 +81,6 @@ std::vector<NnRow> rows(bool quick) {
              2 * nbytes(x),
              1e-4});
         const Inputs bwd_in = {gy, fr.output, x, w, fr.save_mean, fr.save_invstd};
-        r.push_back({"batch_norm_relu bwd", bwd_in,
-                     [](const Inputs& i) {
-                         return kernels::batch_norm_relu_backward(i[0], i[1], i[2], i[3], i[4],
-                                                                  i[5], {true, true, true})
-                             .input;
-                     },
-                     4 * nbytes(x), 1e-4});
         r.push_back({"batch_norm+relu bwd (unfused)", bwd_in,
                      [](const Inputs& i) {
                          return kernels::batch_norm_backward(kernels::relu_backward(i[0], i[1]),
@@ -123,115 +89,6 @@ std::vector<NnRow> rows(bool quick) {
                              .input;
                      },
                      4 * nbytes(x), 1e-4});
-    }
-    {  // layer norm over 1024-wide rows
-        const int64_t rows_n = quick ? 512 : 8192;
-        const Tensor x = normal({rows_n, 1024}), w = normal({1024}), b = normal({1024});
-        const Tensor gy = normal(x.shape());
-        const auto fwd = kernels::layer_norm_forward(x, {1024}, w, b, 1e-5);
-        r.push_back({"layer_norm fwd",
-                     {x, w, b},
-                     [](const Inputs& i) {
-                         return kernels::layer_norm_forward(i[0], {1024}, i[1], i[2], 1e-5).output;
-                     },
-                     2 * nbytes(x),
-                     1e-4});
-        r.push_back({"layer_norm bwd",
-                     {gy, x, w, fwd.mean, fwd.rstd},
-                     [](const Inputs& i) {
-                         return kernels::layer_norm_backward(i[0], i[1], {1024}, i[2], i[3], i[4],
-                                                             {true, true, true})
-                             .input;
-                     },
-                     3 * nbytes(x),
-                     1e-4});
-    }
-    {  // cross-entropy over 1000 classes
-        const int64_t rows_n = quick ? 512 : 8192;
-        const Tensor logits = normal({rows_n, 1000});
-        const Tensor target = randint(0, 1000, {rows_n}, {DType::i64}, &gen);
-        const Tensor grad = full({rows_n}, 1.0 / double(rows_n));
-        const auto fwd = kernels::cross_entropy_forward(logits, target, 0.1, -100);
-        r.push_back({"cross_entropy fwd",
-                     {logits, target},
-                     [](const Inputs& i) {
-                         return kernels::cross_entropy_forward(i[0], i[1], 0.1, -100).loss;
-                     },
-                     nbytes(logits),
-                     1e-4});
-        r.push_back({"cross_entropy bwd",
-                     {grad, logits, fwd.lse, target},
-                     [](const Inputs& i) {
-                         return kernels::cross_entropy_backward(i[0], i[1], i[2], i[3], 0.1, -100);
-                     },
-                     2 * nbytes(logits),
-                     1e-4});
-    }
-    {  // pooling: resnet8's 2×2 max pool and its global average pool
-        const Tensor x = normal({n, 32, 28, 28});
-        const auto mp = kernels::max_pool2d(x, {2, 2});
-        const Tensor gy = normal(mp.values.shape());
-        r.push_back({"max_pool2d fwd",
-                     {x},
-                     [](const Inputs& i) {
-                         return kernels::max_pool2d(i[0], {2, 2}).values;
-                     },
-                     nbytes(x) + 3 * nbytes(mp.values),
-                     0});
-        r.push_back({"max_pool2d bwd",
-                     {gy, x, mp.indices},
-                     [](const Inputs& i) { return kernels::max_pool2d_backward(i[0], i[1], i[2]); },
-                     nbytes(gy) + nbytes(mp.indices) + nbytes(x),
-                     0});
-        r.push_back({"avg_pool2d fwd 3x3",
-                     {x},
-                     [](const Inputs& i) {
-                         return kernels::avg_pool2d(i[0], {3, 3}, {1, 1}, {1, 1});
-                     },
-                     2 * nbytes(x),
-                     1e-5});
-        const Tensor g = normal(x.shape());
-        r.push_back({"avg_pool2d bwd 3x3",
-                     {g, x},
-                     [](const Inputs& i) {
-                         return kernels::avg_pool2d_backward(i[0], i[1], {3, 3}, {1, 1}, {1, 1},
-                                                             false, true);
-                     },
-                     2 * nbytes(x),
-                     1e-5});
-        const Tensor a = normal({n, 64, 7, 7}), ga = normal({n, 64, 1, 1});
-        r.push_back({"adaptive_avg_pool2d fwd",
-                     {a},
-                     [](const Inputs& i) {
-                         return kernels::adaptive_avg_pool2d(i[0], {1, 1});
-                     },
-                     nbytes(a) + nbytes(ga),
-                     1e-5});
-        r.push_back(
-            {"adaptive_avg_pool2d bwd",
-             {ga, a},
-             [](const Inputs& i) { return kernels::adaptive_avg_pool2d_backward(i[0], i[1]); },
-             nbytes(a) + nbytes(ga),
-             1e-5});
-    }
-    {  // an embedding table of 32768 × 256 and 65536 lookups
-        const int64_t lookups = quick ? 4096 : 65536;
-        const Tensor table = normal({32768, 256});
-        const Tensor idx = randint(0, 32768, {lookups}, {DType::i64}, &gen);
-        const Tensor grad = normal({lookups, 256});
-        r.push_back({"embedding fwd",
-                     {table, idx},
-                     [](const Inputs& i) { return kernels::embedding(i[0], i[1]); },
-                     2 * nbytes(grad) + nbytes(idx),
-                     0,
-                     str(shape_str(table.shape()), " ", shape_str(idx.shape()))});
-        r.push_back(
-            {"embedding bwd (index_add)",
-             {table, idx, grad},
-             [](const Inputs& i) { return kernels::index_add(zeros_like(i[0]), 0, i[1], i[2]); },
-             nbytes(table) + 2 * nbytes(grad) + nbytes(idx),
-             1e-5,
-             str(shape_str(table.shape()), " ", shape_str(idx.shape()))});
     }
     {  // dropout over 16M elements
         const Tensor x = normal({quick ? (int64_t(1) << 18) : (int64_t(1) << 24)});
@@ -282,6 +139,9 @@ void add_rows(const std::vector<NnRow>& rs, Device d, const Options& o, Report& 
 }  // namespace
 
 void run_nn(const Options& o, Report& rep) {
+    run_op_rows("nn",
+                {test::Family::norm, test::Family::pool, test::Family::loss, test::Family::index},
+                o, rep);
     const std::vector<NnRow> rs = rows(o.quick);
     add_rows(rs, Device::cpu(), o, rep);
     if (const auto gpu = bench_gpu()) add_rows(rs, *gpu, o, rep);

@@ -2,8 +2,8 @@
 // each of its bench cases in f32 through its front function, after checking it
 // against the entry's f64 reference on the case cut 16-fold; then, where a GPU
 // is present, the entries with a CUDA kernel on it (CUDA events, L2 flushed).
-// Bytes: each input read once and the output written once
-// (docs/benchmarks.md); FLOPs from the table. The fronts allocate their
+// Bytes: the entry's count, or each input read once and each output written
+// once (docs/benchmarks.md); FLOPs from the table. The fronts allocate their
 // outputs; the host block cache (core/host_cache.h) keeps that cheap.
 #include "bench/op_rows.h"
 
@@ -20,6 +20,7 @@ using OpFamily = test::Family;  // bench::Family is a benchmark family
 
 // "add", "add scalar", "sum dims [0]", "sum all", "softmax dim 1".
 std::string kernel_label(const test::OpEntry& e, const test::Case& c) {
+    if (e.bench_label) return e.bench_label(c);
     std::string s = e.name;
     if (c.args.scalar) s += " scalar";
     if (e.family == OpFamily::softmax) s += str(" dim ", c.args.dims.at(0));
@@ -56,16 +57,23 @@ std::vector<Tensor> on(Device d, const std::vector<Tensor>& ts) {
 void validate(const test::OpEntry& e, const test::Case& c, Device d) {
     test::Sample s{"", test::make_inputs(e, c, e.dtypes.front(), 7), c.args};
     s.label = test::describe_case(s.inputs, s.args);
-    const Tensor out = e.raw(on(d, s.inputs), s.args).to(Device::cpu());
+    const test::Outputs out = e.raw(on(d, s.inputs), s.args);
     const test::Expected want = e.reference(s);
-    EMBER_CHECK(want.error.empty() && out.dtype() == want.dtype && out.shape() == want.shape,
-                "bench: ", e.name, "(", s.label, ") on ", d, " gave ", dtype_name(out.dtype()), " ",
-                shape_str(out.shape()), ", expected ", dtype_name(want.dtype), " ",
-                shape_str(want.shape), want.error);
-    const test::Tolerance tol = e.tolerance(want.dtype, s);
-    const test::CloseReport r = test::close_report(out, test::rounded(want), tol.rtol, tol.atol);
-    EMBER_CHECK(r.ok(), "bench: ", e.name, "(", s.label, ") on ", d, " is wrong in ", r.mismatches,
-                " elements:\n", r.first);
+    EMBER_CHECK(want.error.empty() && out.size() == want.outputs.size(), "bench: ", e.name, "(",
+                s.label, ") on ", d, " gave ", out.size(), " outputs, expected ",
+                want.outputs.size(), want.error);
+    for (size_t i = 0; i < out.size(); ++i) {
+        const test::ExpectedOutput& w = want.outputs[i];
+        EMBER_CHECK(out[i].dtype() == w.dtype && out[i].shape() == w.shape, "bench: ", e.name,
+                    "(", s.label, ") on ", d, " gave ", dtype_name(out[i].dtype()), " ",
+                    shape_str(out[i].shape()), ", expected ", dtype_name(w.dtype), " ",
+                    shape_str(w.shape));
+        const test::Tolerance tol = e.tolerance(w.dtype, s);
+        const test::CloseReport r =
+            test::close_report(out[i].to(Device::cpu()), test::rounded(w), tol.rtol, tol.atol);
+        EMBER_CHECK(r.ok(), "bench: ", e.name, "(", s.label, ") on ", d, " is wrong in output ", i,
+                    ", ", r.mismatches, " elements:\n", r.first);
+    }
 }
 
 // One row per bench case of every entry of `families` on device `d` (a GPU:
@@ -77,16 +85,17 @@ void add_rows(const char* name, std::initializer_list<OpFamily> families, Device
     const std::string lim = limit_label("copy", limit, "GB/s");
     for (OpFamily f : families)
         for (const test::OpEntry* e : test::entries(f)) {
-            if (gpu && !e->cuda) continue;
+            if ((gpu && !e->cuda) || !e->bench_cases) continue;
             for (const test::Case& c : e->bench_cases(o.quick)) {
                 validate(*e, smaller(c), d);
                 const test::Signature& sig = e->dtypes.front();  // f32 (a condition: bool)
                 const test::Sample s{"", on(d, test::make_inputs(*e, c, sig, 2024)), c.args};
-                const Tensor out = e->raw(s.inputs, s.args);
+                const test::Outputs out = e->raw(s.inputs, s.args);
                 const auto call = [&] { (void)e->raw(s.inputs, s.args); };
                 const Timing ms =
                     gpu ? gpu_median_ms(d, call, o) : median_ms(call, o.warmup, o.repeats);
-                const double gbps = test::bytes_moved(s, out) / (ms * 1e6);
+                const double bytes = e->bytes ? e->bytes(s, out) : test::bytes_moved(s, out);
+                const double gbps = bytes / (ms * 1e6);
                 const double gflops = e->flops ? e->flops(s, out) / (ms * 1e6) : -1;
                 Row r{name, kernel_label(*e, c), shape_label(c), ms, gbps, gflops, gbps / limit,
                       lim};

@@ -1,10 +1,13 @@
-// conv2d on CUDA (cuDNN, kernels/cuda/conv.cpp) against the CPU backend:
-// forward, backward data, backward filter and bias for every dtype — f16 and
-// bf16 against the CPU's f32 from the same values — over strides, padding,
-// dilation, groups (depthwise too), 1×1 and 3×3 kernels, odd and empty
-// sizes, unbatched and non-contiguous inputs, with and without bias, every
-// subset of the backward's `need` flags; f32 without TF32; deterministic mode
-// (the same bits twice); benchmark mode on and off; the algorithm cache saved,
+// conv2d on CUDA (cuDNN, kernels/cuda/conv.cpp): what the op table does not
+// say. The random-input comparisons with the CPU — forward and backward for
+// every dtype over strides, padding, dilation, groups (depthwise too), 1×1,
+// 3×3 and rectangular kernels, odd and empty sizes, unbatched inputs, with and
+// without bias, contiguous, transposed and channels-last — are the conv2d and
+// conv2d_backward entries of the op table (tests/ops/entries_conv.cpp, run by
+// tests/cuda/test_cuda_ops.cpp). Here: the error without cuDNN, channels-last
+// activations beside an NCHW weight (the formats kept, NHWC cache keys),
+// exactly the gradients asked for, f32 without TF32, deterministic mode (the
+// same bits twice), benchmark mode on and off, and the algorithm cache saved,
 // loaded back and used, including an entry cuDNN rejects (kernels/conv_algos.h).
 #include <unistd.h>
 
@@ -79,6 +82,8 @@ struct Modes {
     }
 };
 
+// The convolutions the tests below run, by index; the op table compares each
+// with the CPU (kCudaConvs in tests/ops/entries_conv.cpp lists them too).
 const ConvCase kCases[] = {
     {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},
     {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},  // "same" padding
@@ -161,24 +166,12 @@ TEST_CASE("cuda conv2d without cuDNN is a clear error", "[cuda][conv]") {
                             "conv2d on CUDA needs cuDNN");
 }
 
-TEST_CASE("cuda conv2d and its backward equal the CPU's for every dtype", "[cuda][conv]") {
-    if (!have_cudnn()) return;
-    uint64_t seed = 100;
-    for (const ConvCase& c : kCases)
-        for (DType dt : kFloats) {
-            INFO(case_str(c) << " " << dtype_name(dt));
-            const Operands o = operands(c, dt, seed += 4);
-            const Operands ref = in_dtype(o, ref_dtype(dt));
-            check_gpu(forward(on_gpu(o), c), forward(ref, c), dt);
-            check_grads(backward(on_gpu(o), c, {true, true, true}),
-                        backward(ref, c, {true, true, true}), {true, true, true}, dt);
-        }
-}
-
-TEST_CASE("cuda conv2d on channels-last operands equals the CPU's", "[cuda][conv][format]") {
+TEST_CASE("cuda conv2d on channels-last activations and an NCHW weight", "[cuda][conv][format]") {
     // cuDNN's NHWC tensor and filter formats for f32/f16/bf16 (f64 converts
     // to NCHW); the result and grad_input keep the format, grad_weight is
-    // row-major; the NHWC choices are cached under their own keys.
+    // row-major; the NHWC choices are cached under their own keys. The weight
+    // stays NCHW (the front copies it to cuDNN's NHWC filter order): the op
+    // table's channels_last layout makes every 4-d operand NHWC, the weight too.
     if (!have_cudnn()) return;
     clear_conv_algorithms();
     uint64_t seed = 150;
@@ -226,26 +219,6 @@ TEST_CASE("cuda conv2d_backward computes exactly the gradients asked for", "[cud
                 check_grads(backward(on_gpu(o), c, need),
                             backward(in_dtype(o, ref_dtype(dt)), c, {true, true, true}), need, dt);
             }
-}
-
-TEST_CASE("cuda conv2d takes unbatched and non-contiguous inputs", "[cuda][conv]") {
-    if (!have_cudnn()) return;
-    const ConvCase c = kCases[12];
-    for (DType dt : kFloats) {
-        INFO(dtype_name(dt));
-        Operands o = operands(c, dt, 400);
-        o.x = o.x.select(0, 1), o.dy = o.dy.select(0, 1);  // one image, no batch dim
-        const Operands ref = in_dtype(o, ref_dtype(dt));
-        const Operands g = on_gpu(o);
-        check_gpu(forward(g, c), forward(ref, c), dt);
-        check_grads(backward(g, c, {true, true, true}), backward(ref, c, {true, true, true}),
-                    {true, true, true}, dt);
-        const Operands strided{non_contiguous(g.x), non_contiguous(g.w), non_contiguous(g.b),
-                               non_contiguous(g.dy)};
-        check_gpu(forward(strided, c), forward(ref, c), dt);
-        check_grads(backward(strided, c, {true, true, true}), backward(ref, c, {true, true, true}),
-                    {true, true, true}, dt);
-    }
 }
 
 TEST_CASE("cuda conv2d in f32 runs without TF32", "[cuda][conv]") {

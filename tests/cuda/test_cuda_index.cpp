@@ -1,16 +1,18 @@
-// CUDA index ops against the CPU backend, bit for bit: index_select, gather
-// and embedding (every dtype, i32 and i64 indices, every dim, strided and
-// expanded operands, size-0 and size-1 dims), scatter_add and index_add
-// (repeated indices, where the order of the adds shows; transposed self;
-// run-to-run determinism), bad indices as Errors naming the op at the next
-// synchronization (an empty gather's check too), and embedding's gradient.
-// The sorted scatter_add path (Note [Sorted scatter_add]): embedding's
-// backward with 20000 tokens, index_add along each dim, every dtype, its
-// bad-index reports, two runs alike.
+// CUDA index ops beyond the op table. The comparisons with the CPU on random
+// inputs (index_select, gather, scatter_add, index_add and their in-place
+// forms and embedding: every dtype, i32 and i64 indices, strided and
+// expanded operands, size-0 and size-1 dims, the sorted scatter_add path)
+// come from the op table (tests/ops/entries_index.cpp), run by
+// test_cuda_ops.cpp bit for bit. Here: that the table's index_add cases do
+// take the sorted path (Note [Sorted scatter_add]), bad indices as Errors
+// naming the op at the next synchronization (an empty gather's check and
+// the sorted path's too), and embedding's gradient on the device, through
+// the sorted path with skewed tokens as well, bit for bit and alike run to run.
 #include <cstring>
 
 #include "kernels/cuda/index_plan.h"
 #include "kernels/index.h"
+#include "ops/op_table.h"
 #include "support/support.h"
 
 using namespace ember;
@@ -19,8 +21,6 @@ using namespace ember::test;
 namespace {
 
 const Device kGpu = Device::cuda(0);
-const DType kAll[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
-                      DType::i32, DType::i64, DType::u8,  DType::boolean};
 
 Tensor gpu(const Tensor& t) { return t.to(kGpu); }
 Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
@@ -38,8 +38,6 @@ Tensor random_index(const Shape& shape, int64_t hi, DType dtype, uint64_t seed) 
     Generator g(seed);
     return randint(0, hi, shape, {dtype}, &g);
 }
-
-Tensor layout(const Tensor& t, int64_t case_no) { return case_no % 2 ? non_contiguous(t) : t; }
 
 // Bit for bit, -0.0 against 0.0 and NaN payloads included.
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -71,106 +69,6 @@ bool takes_sorted_path(const Shape& self, int64_t dim, int64_t len) {
 
 }  // namespace
 
-TEST_CASE("cuda index: index_select and gather equal the CPU for every dtype and dim",
-          "[cuda][index]") {
-    const Shape shapes[] = {{5}, {4, 3}, {2, 3, 4}, {3, 1, 5}, {2, 0, 3}, {1, 1, 1}, {3, 2, 7, 33}};
-    int64_t case_no = 0;
-    for (const Shape& shape : shapes)
-        for (int64_t dim = 0; dim < int64_t(shape.size()); ++dim)
-            for (DType dt : kAll)
-                for (DType it : {DType::i64, DType::i32}) {
-                    ++case_no;
-                    const int64_t size = shape[size_t(dim)];
-                    const Tensor input = layout(random_tensor(shape, dt, uint64_t(case_no)), case_no);
-                    INFO(shape_str(shape) << " dim " << dim << " " << dtype_name(dt) << " index "
-                                          << dtype_name(it));
-                    // index_select: a 1-d index, strided every other case.
-                    const int64_t n = size == 0 ? 0 : 1 + case_no % 9;
-                    const Tensor sel = layout(
-                        size == 0 ? empty({0}, {it}) : random_index({n}, size, it, case_no + 7),
-                        case_no / 2);
-                    check_close(host(kernels::index_select(gpu(input), dim, gpu(sel))),
-                                kernels::index_select(input, dim, sel), 0, 0);
-                    // gather: index as large as input except along dim (larger there).
-                    if (size == 0) continue;
-                    Shape ishape = shape;
-                    ishape[size_t(dim)] = 1 + case_no % 5;
-                    const Tensor idx =
-                        layout(random_index(ishape, size, it, case_no + 11), case_no / 4);
-                    check_close(host(kernels::gather(gpu(input), dim, gpu(idx))),
-                                kernels::gather(input, dim, idx), 0, 0);
-                }
-}
-
-TEST_CASE("cuda index: embedding equals the CPU, expanded and strided operands too",
-          "[cuda][index]") {
-    uint64_t seed = 1;
-    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
-        for (DType it : {DType::i64, DType::i32}) {
-            const Tensor weight = random_tensor({50, 33}, dt, ++seed);
-            const Tensor idx = random_index({7, 13}, 50, it, ++seed);
-            check_close(host(kernels::embedding(gpu(weight), gpu(idx))),
-                        kernels::embedding(weight, idx), 0, 0);
-            // A transposed weight, a transposed and an expanded index, a 0-d index.
-            const Tensor wt = non_contiguous(weight);
-            check_close(host(kernels::embedding(gpu(weight).t().contiguous().t(),
-                                                gpu(non_contiguous(idx)))),
-                        kernels::embedding(wt, idx), 0, 0);
-            const Tensor row = random_index({1, 9}, 50, it, ++seed);
-            check_close(host(kernels::embedding(gpu(weight), gpu(row).expand({4, 9}))),
-                        kernels::embedding(weight, row.expand({4, 9})), 0, 0);
-            const Tensor one = from_vector(std::vector<int64_t>{49}, {}).to(it);
-            check_close(host(kernels::embedding(gpu(weight), gpu(one))),
-                        kernels::embedding(weight, one), 0, 0);
-        }
-    // Many tokens: the grid-stride loop over more than one wave of blocks.
-    const Tensor w = random_tensor({1000, 257}, DType::bf16, 3);
-    const Tensor ids = random_index({64, 129}, 1000, DType::i64, 4);
-    check_close(host(kernels::embedding(gpu(w), gpu(ids))), kernels::embedding(w, ids), 0, 0);
-}
-
-TEST_CASE("cuda index: scatter_add and index_add equal the CPU bit for bit, every run",
-          "[cuda][index]") {
-    struct Case {
-        Shape self, index;
-        int64_t dim;
-    };
-    // Few targets and long lines: sums of many terms, where the order shows.
-    const Case cases[] = {{{5, 7}, {40, 7}, 0},      {{6, 3, 4}, {6, 30, 4}, 1}, {{9}, {200}, 0},
-                          {{4, 5}, {3, 60}, 1},      {{1, 1}, {1, 1}, 0},        {{3, 8, 2}, {2, 7, 50}, 2},
-                          {{2, 0, 3}, {2, 0, 3}, 0}, {{64, 300}, {5000, 300}, 0}};
-    uint64_t seed = 1;
-    for (const Case& c : cases)
-        for (DType dt : kAll)
-            for (bool strided : {false, true}) {
-                INFO("self " << shape_str(c.self) << " index " << shape_str(c.index) << " dim "
-                             << c.dim << " " << dtype_name(dt) << (strided ? " strided" : ""));
-                const Tensor self = random_tensor(c.self, dt, ++seed, -100, 100);
-                const int64_t size = c.self[size_t(c.dim)];
-                const Tensor idx = layout(random_index(c.index, std::max<int64_t>(size, 1),
-                                                       DType::i64, ++seed), strided);
-                const Tensor src = random_tensor(c.index, dt, ++seed, -100, 100);
-                if (size == 0 && idx.numel() > 0) continue;
-                const Tensor want = kernels::scatter_add(self, c.dim, idx, src);
-                // In place into a transposed self on the device.
-                Tensor dself = gpu(self);
-                if (strided) dself = non_contiguous(dself);
-                kernels::scatter_add_(dself, c.dim, gpu(idx), gpu(src));
-                check_close(host(dself), want, 0, 0);
-                const Tensor again = kernels::scatter_add(gpu(self), c.dim, gpu(idx), gpu(src));
-                check_close(host(again), want, 0, 0);
-                // index_add: a 1-d index along dim, source of self's shape elsewhere.
-                Shape sshape = c.self;
-                sshape[size_t(c.dim)] = c.index[size_t(c.dim)];
-                const Tensor source = layout(random_tensor(sshape, dt, ++seed, -100, 100), strided);
-                const Tensor line = random_index({sshape[size_t(c.dim)]}, std::max<int64_t>(size, 1),
-                                                 DType::i32, ++seed);
-                if (size == 0 && line.numel() > 0) continue;
-                check_close(host(kernels::index_add(gpu(self), c.dim, gpu(line), gpu(source))),
-                            kernels::index_add(self, c.dim, line, source), 0, 0);
-            }
-}
-
 TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", "[cuda][index]") {
     const Tensor input = gpu(random_tensor({4, 6}, DType::f32, 1));
     std::vector<int64_t> v = {0, 3, 1, 2, 3, 0};
@@ -178,7 +76,8 @@ TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", 
     const Tensor bad = gpu(from_vector(v, {6}));
     std::string msg = error_of([&] { (void)host(kernels::index_select(input, 1, bad)); });
     INFO(msg);
-    CHECK(msg.find("index_select: index 6 at position 4 is out of range [0, 6)") != std::string::npos);
+    CHECK(msg.find("index_select: index 6 at position 4 is out of range [0, 6)") !=
+          std::string::npos);
 
     std::vector<int32_t> g = {0, 1, 2, 3, -2, 1, 0, 0};
     msg = error_of([&] {
@@ -201,14 +100,16 @@ TEST_CASE("cuda index: a bad index is an Error naming the op at the next sync", 
     CHECK(msg.find("index_select: index 9 at position 1") != std::string::npos);
 
     // scatter_add: self gets every valid contribution, the bad one is skipped.
-    const Tensor self = random_tensor({3, 4}, DType::f32, 2), src = random_tensor({2, 4}, DType::f32, 3);
+    const Tensor self = random_tensor({3, 4}, DType::f32, 2),
+                 src = random_tensor({2, 4}, DType::f32, 3);
     std::vector<int64_t> s = {0, 2, 1, 1, 2, 7, 0, 1};
     Tensor dself = gpu(self);
     msg = error_of([&] {
         kernels::scatter_add_(dself, 0, gpu(from_vector(s, {2, 4})), gpu(src));
         synchronize(kGpu);
     });
-    CHECK(msg.find("scatter_add: index 7 at position 5 is out of range [0, 3)") != std::string::npos);
+    CHECK(msg.find("scatter_add: index 7 at position 5 is out of range [0, 3)") !=
+          std::string::npos);
     std::vector<float> zeroed = src.to_vector<float>();
     zeroed[5] = 0;  // the skipped contribution
     s[5] = 0;
@@ -246,7 +147,41 @@ TEST_CASE("cuda index: embedding's gradient on the device equals the CPU's", "[c
     }
 }
 
-TEST_CASE("cuda index: the sorted scatter_add path equals the CPU bit for bit, every run",
+TEST_CASE("cuda index: the op table's index_add cases take the sorted scatter_add path",
+          "[cuda][index]") {
+    // index_add along each dim, a self dim of 1 (one run of every element),
+    // lines just under the threshold: compared with the CPU by
+    // test_cuda_ops.cpp from the cuda_cases of index_add and index_add_
+    // (tests/ops/entries_index.cpp), every dtype and layout.
+    struct Sorted {
+        Shape self;
+        int64_t dim, len;
+    };
+    const Sorted want[] = {{{1000, 64}, 0, 20000},
+                           {{37, 300}, 1, 5000},
+                           {{6, 50, 5}, 1, 999},
+                           {{333}, 0, 100000},
+                           {{1}, 0, 64},
+                           {{1, 7}, 0, 65},
+                           {{5, kernels::cuda::kSortedMaxLines - 1}, 0, 64}};
+    for (const char* name : {"index_add", "index_add_"}) {
+        const OpEntry* entry = nullptr;
+        for (const OpEntry* e : entries(Family::index))
+            if (e->name == name) entry = e;
+        REQUIRE(entry != nullptr);
+        for (const Sorted& w : want) {
+            INFO(name << ": self " << shape_str(w.self) << " dim " << w.dim << " len " << w.len);
+            REQUIRE(takes_sorted_path(w.self, w.dim, w.len));
+            bool found = false;
+            for (const Case& c : entry->cuda_cases)
+                found |= c.shapes[0] == w.self && c.args.dims == Shape{w.dim} &&
+                         c.shapes[2][size_t(w.dim)] == w.len;
+            CHECK(found);
+        }
+    }
+}
+
+TEST_CASE("cuda index: embedding's gradient on the sorted path is the CPU's bit for bit, every run",
           "[cuda][index]") {
     // Embedding's backward, [1000, 64] and 20000 tokens: ~20 repeats of each
     // row, then a skewed batch where half the tokens are one of 3 rows.
@@ -272,47 +207,6 @@ TEST_CASE("cuda index: the sorted scatter_add path equals the CPU bit for bit, e
             CHECK(same_bits(grads[1], grads[0]));
             CHECK(same_bits(grads[2], grads[1]));
         }
-
-    // index_add along each dim, every dtype, i32 and i64 indices, strided
-    // self, source and index; a self dim of 1 (one run of every element);
-    // lines just under the threshold.
-    struct Case {
-        Shape self;
-        int64_t dim, len, distinct;
-    };
-    const Case cases[] = {{{1000, 64}, 0, 20000, 1000}, {{37, 300}, 1, 5000, 300},
-                          {{6, 50, 5}, 1, 999, 13},     {{333}, 0, 100000, 333},
-                          {{1}, 0, 64, 1},              {{1, 7}, 0, 65, 1}};
-    uint64_t seed = 30;
-    int64_t case_no = 0;
-    for (const Case& c : cases) {
-        REQUIRE(takes_sorted_path(c.self, c.dim, c.len));
-        for (DType dt : kAll)
-            for (DType it : {DType::i64, DType::i32}) {
-                ++case_no;
-                INFO("self " << shape_str(c.self) << " dim " << c.dim << " len " << c.len << " "
-                             << dtype_name(dt) << " index " << dtype_name(it));
-                const Tensor self = random_tensor(c.self, dt, ++seed, -100, 100);
-                Shape sshape = c.self;
-                sshape[size_t(c.dim)] = c.len;
-                const Tensor source = layout(random_tensor(sshape, dt, ++seed, -100, 100), case_no);
-                const Tensor index =
-                    layout(random_index({c.len}, c.distinct, it, ++seed), case_no / 2);
-                const Tensor want = kernels::index_add(self, c.dim, index, source);
-                Tensor dself = layout(gpu(self), case_no / 4);
-                kernels::index_add_(dself, c.dim, gpu(index), gpu(source));
-                CHECK(same_bits(dself, want));
-                const Tensor again = kernels::index_add(gpu(self), c.dim, gpu(index), gpu(source));
-                CHECK(same_bits(again, want));
-            }
-    }
-    const Shape wide = {5, kernels::cuda::kSortedMaxLines - 1};
-    REQUIRE(takes_sorted_path(wide, 0, 64));
-    const Tensor self = random_tensor(wide, DType::f32, 41, -100, 100);
-    const Tensor source = random_tensor({64, wide[1]}, DType::f32, 42, -100, 100);
-    const Tensor index = random_index({64}, 5, DType::i64, 43);
-    CHECK(same_bits(kernels::index_add(gpu(self), 0, gpu(index), gpu(source)),
-                    kernels::index_add(self, 0, index, source)));
 }
 
 TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line path",
@@ -328,7 +222,8 @@ TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line
         synchronize(kGpu);
     });
     INFO(msg);
-    CHECK(msg.find("index_add: index 50 at position 77 is out of range [0, 50)") != std::string::npos);
+    CHECK(msg.find("index_add: index 50 at position 77 is out of range [0, 50)") !=
+          std::string::npos);
     // self holds every valid contribution: as if row 77 of source were zeros.
     std::vector<float> zeroed = source.to_vector<float>();
     for (int j = 0; j < 8; ++j) zeroed[size_t(77 * 8 + j)] = 0;
@@ -346,6 +241,7 @@ TEST_CASE("cuda index: a bad index on the sorted path is reported as on the line
                                       gpu(from_vector(w, {300})),
                                       gpu(random_tensor({4, 300}, DType::bf16, 55))));
     });
-    CHECK(msg.find("index_add: index -3 at position 64 is out of range [0, 8)") != std::string::npos);
+    CHECK(msg.find("index_add: index -3 at position 64 is out of range [0, 8)") !=
+          std::string::npos);
     CHECK_NOTHROW(synchronize(kGpu));  // reported once; the device is usable
 }

@@ -1,12 +1,15 @@
 // The linear layer through cuBLASLt's epilogues (kernels/cuda/linear.cpp)
-// against the CPU: the forward with the bias (and the ReLU) fused, the
-// weight gradient with the bias gradient (BGRADB) fused, in f32 (TF32 off),
-// f16 and bf16; the entry points themselves take aligned problems (so the
-// fused path is what the fronts' results here come from), operands at odd
-// offsets and strides still give the CPU's values (fused or by the
-// fallback), the GELU epilogue is the tanh form and writes the
-// pre-activation, and Linear(relu) and Linear + GELU(tanh) steps equal the
-// CPU's.
+// beyond the op table: the random comparisons with the CPU — linear,
+// linear_relu, linear_gelu (with and without the pre-activation) and
+// linear_weight_grad on cuBLASLt's aligned problem, odd sizes, a batch of
+// rows, a vector, column-major and padded-row operands, in f32, f64, f16 and
+// bf16 — are tests/ops/entries_matmul.cpp's cuda_cases, run by
+// tests/cuda/test_cuda_ops.cpp. Here: the entry points take the aligned
+// problem (BGRADB too) and the fronts return their bits, so the table
+// compared the fused path; a bias and an x at odd element offsets, and the
+// weight gradient from row blocks of wider buffers, against the CPU; the
+// GELU epilogue's output alone equals the one with the pre-activation; and
+// Linear(relu) and Linear + GELU(tanh) steps equal the CPU's.
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -47,10 +50,20 @@ void check_sum(const Tensor& got, const Tensor& want, DType dt, int64_t k) {
     check_close(got.to(kCpu).to(want.dtype()), want, rtol, atol);
 }
 
+// a and b, on any device, hold the same values bit for bit.
+void require_same_bits(const Tensor& a, const Tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    check_close(a.to(kCpu), b.to(kCpu), 0, 0);
+}
+
 }  // namespace
 
-TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the CPU's",
+TEST_CASE("cuda: the cuBLASLt entry points take aligned problems, as the fronts do",
           "[cuda][matmul][linear]") {
+    // The op table compares the fronts on this problem with the CPU
+    // (entries_matmul.cpp's cuda_cases); here the entry points must take it,
+    // and the fronts' results must be theirs bit for bit: what the table
+    // compared came from the fused epilogue.
     uint64_t seed = 900;
     const int64_t M = 64, K = 256, N = 128;
     const StreamRef stream = current_stream(kGpu);
@@ -63,6 +76,7 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
             for (const bool bias : {true, false}) {
                 if (act == kernels::LinearActivation::none && !bias) continue;  // a plain GEMM
                 INFO(dtype_name(dt) << " activation " << int(act) << (bias ? " bias" : ""));
+                const Tensor bb = bias ? b : Tensor();
                 Tensor out = empty({M, N}, {.dtype = dt, .device = kGpu});
                 Tensor pre = empty({M, N}, {.dtype = dt, .device = kGpu});
                 const bool gelu = act == kernels::LinearActivation::gelu_tanh;
@@ -70,24 +84,21 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
                     kernels::view_of(out), kernels::view_of(x), kernels::view_of(w),
                     bias ? kernels::view_of(b) : kernels::View{}, act,
                     gelu ? kernels::view_of(pre) : kernels::View{}, stream));
-                const Tensor z = bias ? kernels::linear(wide(x), wide(w), wide(b))
-                                      : kernels::linear(wide(x), wide(w));
-                // cuBLASLt's GELU is the tanh form: the exact GELU differs from
-                // it by up to ~5e-4 here, past the f32 bound.
-                const Tensor want = act == kernels::LinearActivation::relu ? kernels::relu(z)
-                                    : gelu ? kernels::gelu(z, GeluApprox::tanh)
-                                           : z;
-                check_sum(out, want, dt, K);
-                if (gelu) {
-                    check_sum(pre, z, dt, K);
-                    // Without the auxiliary output: GELU_BIAS / GELU, the same values.
-                    Tensor out2 = empty({M, N}, {.dtype = dt, .device = kGpu});
-                    REQUIRE(kernels::cuda::linear_forward(
-                        kernels::view_of(out2), kernels::view_of(x), kernels::view_of(w),
-                        bias ? kernels::view_of(b) : kernels::View{}, act, kernels::View{},
-                        stream));
-                    check_sum(out2, want, dt, K);
-                }
+                if (act == kernels::LinearActivation::none)
+                    require_same_bits(kernels::linear(x, w, bb), out);
+                if (act == kernels::LinearActivation::relu)
+                    require_same_bits(kernels::linear_relu(x, w, bb), out);
+                if (!gelu) continue;
+                const kernels::LinearGelu lg = kernels::linear_gelu(x, w, bb);
+                require_same_bits(lg.out, out);
+                require_same_bits(lg.pre, pre);
+                // Without the auxiliary output: GELU_BIAS / GELU, the same values.
+                Tensor out2 = empty({M, N}, {.dtype = dt, .device = kGpu});
+                REQUIRE(kernels::cuda::linear_forward(
+                    kernels::view_of(out2), kernels::view_of(x), kernels::view_of(w),
+                    bias ? kernels::view_of(b) : kernels::View{}, act, kernels::View{}, stream));
+                require_same_bits(kernels::linear_gelu(x, w, bb, false).out, out2);
+                require_same_bits(out2, out);
             }
 
         INFO(dtype_name(dt) << " weight gradient");
@@ -104,43 +115,38 @@ TEST_CASE("cuda: the cuBLASLt entry points take aligned problems and equal the C
             continue;
         }
         REQUIRE(fused);
-        check_sum(gw, kernels::matmul(wide(g).t(), wide(x)), dt, M);
-        check_sum(gb, kernels::sum(wide(g), {0}), dt, M);
+        const kernels::LinearWeightGrads r = kernels::linear_weight_grad(g, x, true);
+        require_same_bits(r.weight, gw);
+        require_same_bits(r.bias, gb);
     }
 }
 
-TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on awkward operands",
-          "[cuda][matmul][linear]") {
+TEST_CASE(
+    "cuda: linear, linear_relu, linear_gelu and linear_weight_grad on operands at odd "
+    "offsets equal the CPU's",
+    "[cuda][matmul][linear]") {
+    // The op table's layouts start every operand at its buffer's start; here a
+    // bias and an x at an odd element offset (alignment 2 or 4 bytes), and the
+    // weight gradient from row blocks of buffers 40 and 130 wide.
     uint64_t seed = 950;
     for (DType dt : kLtTypes) {
         INFO(dtype_name(dt));
-        // Odd sizes; a batch of rows; a bias and an x at an odd element
-        // offset (alignment 2 or 4 bytes); a transposed (column-major) x.
         const Tensor w = rnd({33, 127}, dt, ++seed), wg = w.to(kGpu);
         const Tensor bias_buf = rnd({34}, dt, ++seed);
         const Tensor bias = bias_buf.slice(0, 1, 34, 1), bg = bias_buf.to(kGpu).slice(0, 1, 34, 1);
-        const Tensor x_buf = rnd({9, 128}, dt, ++seed), xt = rnd({127, 6}, dt, ++seed);
-        const Tensor x2 = rnd({7, 127}, dt, ++seed), x3 = rnd({2, 5, 127}, dt, ++seed),
-                     x1 = rnd({127}, dt, ++seed);
+        const Tensor x_buf = rnd({9, 128}, dt, ++seed), x2 = rnd({7, 127}, dt, ++seed);
         const std::vector<std::pair<Tensor, Tensor>> xs = {
-            {x2, x2.to(kGpu)},
-            {x3, x3.to(kGpu)},
-            {x_buf.slice(1, 1, 128, 1), x_buf.to(kGpu).slice(1, 1, 128, 1)},
-            {xt.t(), xt.to(kGpu).t()},
-            {x1, x1.to(kGpu)}};
+            {x2, x2.to(kGpu)}, {x_buf.slice(1, 1, 128, 1), x_buf.to(kGpu).slice(1, 1, 128, 1)}};
         for (const auto& [x, xg] : xs) {
             INFO("x " << shape_str(xg.shape()) << " strides " << shape_str(xg.strides()));
+            const Tensor z = kernels::linear(wide(x), wide(w), wide(bias));
             const Tensor y = kernels::linear(xg, wg, bg);
-            check_sum(y, kernels::linear(wide(x), wide(w), wide(bias)), dt, 127);
+            check_sum(y, z, dt, 127);
             // Again: the cached algorithm (Note [cuBLASLt algorithm cache]), the same bits.
-            check_close(kernels::linear(xg, wg, bg).to(kCpu), y.to(kCpu), 0, 0);
-            check_sum(kernels::linear_relu(xg, wg, bg),
-                      kernels::relu(kernels::linear(wide(x), wide(w), wide(bias))), dt, 127);
+            require_same_bits(kernels::linear(xg, wg, bg), y);
+            check_sum(kernels::linear_relu(xg, wg, bg), kernels::relu(z), dt, 127);
             check_sum(kernels::linear_relu(xg, wg),
                       kernels::relu(kernels::linear(wide(x), wide(w))), dt, 127);
-            // GELU, with and without the bias: where the epilogue ran, the
-            // pre-activation's 33-wide rows are padded to 40.
-            const Tensor z = kernels::linear(wide(x), wide(w), wide(bias));
             const kernels::LinearGelu lg = kernels::linear_gelu(xg, wg, bg);
             check_sum(lg.out, kernels::gelu(z, GeluApprox::tanh), dt, 127);
             check_sum(lg.pre, z, dt, 127);
@@ -148,28 +154,21 @@ TEST_CASE("cuda: linear, linear_relu and linear_weight_grad equal the CPU's on a
             const kernels::LinearGelu lg0 = kernels::linear_gelu(xg, wg);
             check_sum(lg0.out, kernels::gelu(z0, GeluApprox::tanh), dt, 127);
             check_sum(lg0.pre, z0, dt, 127);
-            const kernels::LinearGelu out_only =
-                kernels::linear_gelu(xg, wg, bg, false);  // GELU_BIAS
+            const kernels::LinearGelu out_only = kernels::linear_gelu(xg, wg, bg, false);
             CHECK_FALSE(out_only.pre.defined());
             check_sum(out_only.out, kernels::gelu(z, GeluApprox::tanh), dt, 127);
         }
-        // The weight gradient from g and x as row blocks of wider buffers
-        // (row-major, padded rows: the fused path) and column-major (the
-        // plain path), with and without the bias gradient.
         const Tensor g_buf = rnd({40, 40}, dt, ++seed), xw_buf = rnd({40, 130}, dt, ++seed);
         const Tensor g = g_buf.slice(1, 0, 33, 1), x = xw_buf.slice(1, 0, 127, 1);
         const Tensor gg = g_buf.to(kGpu).slice(1, 0, 33, 1),
                      xg = xw_buf.to(kGpu).slice(1, 0, 127, 1);
-        for (const bool column_major : {false, true})
-            for (const bool bias_too : {true, false}) {
-                INFO((column_major ? "column-major" : "padded rows") << (bias_too ? " bias" : ""));
-                const Tensor gi = column_major ? gg.t().contiguous().t() : gg,
-                             xi = column_major ? xg.t().contiguous().t() : xg;
-                const kernels::LinearWeightGrads r = kernels::linear_weight_grad(gi, xi, bias_too);
-                check_sum(r.weight, kernels::matmul(wide(g).t(), wide(x)), dt, 40);
-                REQUIRE(r.bias.defined() == bias_too);
-                if (bias_too) check_sum(r.bias, kernels::sum(wide(g), {0}), dt, 40);
-            }
+        for (const bool bias_too : {true, false}) {
+            INFO("padded rows" << (bias_too ? " bias" : ""));
+            const kernels::LinearWeightGrads r = kernels::linear_weight_grad(gg, xg, bias_too);
+            check_sum(r.weight, kernels::matmul(wide(g).t(), wide(x)), dt, 40);
+            REQUIRE(r.bias.defined() == bias_too);
+            if (bias_too) check_sum(r.bias, kernels::sum(wide(g), {0}), dt, 40);
+        }
     }
 }
 

@@ -79,14 +79,15 @@ int64_t bench_n(bool quick) { return quick ? int64_t(1) << 18 : int64_t(1) << 24
 Tolerance exact(DType, const Sample&) { return {0, 0}; }
 Tolerance by_dtype(DType t, const Sample&) { return {rtol_for(t), rtol_for(t) * 0.1}; }
 
-std::function<double(const Sample&, const Tensor&)> per_output(double flops) {
-    return [flops](const Sample&, const Tensor& out) { return flops * double(out.numel()); };
+std::function<double(const Sample&, const Outputs&)> per_output(double flops) {
+    return [flops](const Sample&, const Outputs& out) { return flops * double(out[0].numel()); };
 }
 
 // Integer results are exact and wrap in the result dtype.
 Expected wrapped(Expected e) {
-    if (!is_floating(e.dtype) && e.dtype != DType::boolean)
-        for (double& v : e.values) v = ref::wrap_to(v, e.dtype);
+    for (ExpectedOutput& o : e.outputs)
+        if (!is_floating(o.dtype) && o.dtype != DType::boolean)
+            for (double& v : o.values) v = ref::wrap_to(v, o.dtype);
     return e;
 }
 

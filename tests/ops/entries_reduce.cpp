@@ -92,8 +92,8 @@ std::vector<Case> cuda_cases(const std::vector<double>& vary, Set set) {
 
 int64_t side(bool quick) { return quick ? 1024 : 4096; }
 
-std::function<double(const Sample&, const Tensor&)> per_input(double flops) {
-    return [flops](const Sample& s, const Tensor&) { return flops * double(s.inputs[0].numel()); };
+std::function<double(const Sample&, const Outputs&)> per_input(double flops) {
+    return [flops](const Sample& s, const Outputs&) { return flops * double(s.inputs[0].numel()); };
 }
 
 // What the reference computes (max and min along a dim are amax and amin of one dim).
@@ -111,30 +111,31 @@ OpEntry reduction(const char* name, Kind kind, std::vector<DType> dtypes, Domain
         const ref::Groups g = ref::groups(x.shape(), s.args.dims, s.args.keepdim);
         const std::vector<double> v = values(x);
         Expected want{g.out_shape, x.dtype()};
+        ExpectedOutput& out = want.outputs[0];
         switch (kind) {
             case Kind::sum:  // integers and bool sum in i64
-                if (!is_floating(x.dtype())) want.dtype = DType::i64;
-                want.values = ref::sum(v, g);
+                if (!is_floating(x.dtype())) out.dtype = DType::i64;
+                out.values = ref::sum(v, g);
                 break;
             case Kind::mean:
-                want.values = ref::mean(v, g);
+                out.values = ref::mean(v, g);
                 break;
             case Kind::norm:
-                want.values = ref::norm(v, g, s.args.p);
+                out.values = ref::norm(v, g, s.args.p);
                 break;
             case Kind::var:
-                want.values = ref::var(v, g, s.args.correction);
+                out.values = ref::var(v, g, s.args.correction);
                 break;
             case Kind::std:
-                want.values = ref::var(v, g, s.args.correction);
-                for (double& w : want.values) w = std::sqrt(w);
+                out.values = ref::var(v, g, s.args.correction);
+                for (double& w : out.values) w = std::sqrt(w);
                 break;
             case Kind::amax:
             case Kind::amin:
                 if (g.size == 0 && g.outputs > 0)
                     want.error = name + ": cannot reduce over";
                 else
-                    want.values = ref::extreme(v, g, kind == Kind::amax);
+                    out.values = ref::extreme(v, g, kind == Kind::amax);
                 break;
         }
         return want;
@@ -166,8 +167,8 @@ OpEntry reduction(const char* name, Kind kind, std::vector<DType> dtypes, Domain
     // kernels/cuda/reduce_plan.h): bit for bit. Norms and variances may differ by
     // FMA contraction of their squares.
     e.cuda = true;
-    e.cuda_exact = kind == Kind::sum || kind == Kind::mean || kind == Kind::amax ||
-                   kind == Kind::amin;
+    e.cuda_exact =
+        kind == Kind::sum || kind == Kind::mean || kind == Kind::amax || kind == Kind::amin;
     return e;
 }
 
@@ -286,11 +287,20 @@ OpEntry softmax(const char* name, bool log, bool backward) {
     // thread per column — with odd sizes, size 1 and 0, and a 0-d input.
     // Not bit for bit: the device's exp differs from the CPU's by a few ulp.
     e.cuda = true;
-    for (const auto& [shape, dim] : std::vector<std::pair<Shape, int64_t>>{
-             {{}, 0},         {{7}, 0},        {{4, 5}, 1},        {{4, 5}, 0},
-             {{5, 1}, 1},     {{3, 0}, 1},     {{33, 129}, 1},     {{300, 257}, 1},
-             {{9, 1000}, -1}, {{3, 1025}, 1},  {{4, 20000}, -1},   {{3, 700, 20}, 1},
-             {{2, 3, 4, 5}, 2}, {{70, 600}, 0}})
+    for (const auto& [shape, dim] : std::vector<std::pair<Shape, int64_t>>{{{}, 0},
+                                                                           {{7}, 0},
+                                                                           {{4, 5}, 1},
+                                                                           {{4, 5}, 0},
+                                                                           {{5, 1}, 1},
+                                                                           {{3, 0}, 1},
+                                                                           {{33, 129}, 1},
+                                                                           {{300, 257}, 1},
+                                                                           {{9, 1000}, -1},
+                                                                           {{3, 1025}, 1},
+                                                                           {{4, 20000}, -1},
+                                                                           {{3, 700, 20}, 1},
+                                                                           {{2, 3, 4, 5}, 2},
+                                                                           {{70, 600}, 0}})
         e.cuda_cases.push_back({std::vector<Shape>(backward ? 2 : 1, shape), {.dims = {dim}}});
     if (backward) {
         e.raw = [log](const std::vector<Tensor>& x, const Args& a) {
@@ -333,7 +343,7 @@ OpEntry softmax(const char* name, bool log, bool backward) {
         return c;
     };
     // max, subtract, exp, add, divide (or log); backwards: two multiplies, an add, a subtract.
-    e.flops = [backward](const Sample& s, const Tensor&) {
+    e.flops = [backward](const Sample& s, const Outputs&) {
         return (backward ? 4.0 : 5.0) * double(s.inputs[0].numel());
     };
     return e;

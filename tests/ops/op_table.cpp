@@ -13,9 +13,15 @@
 
 namespace ember::test {
 
-// Defined in ops/entries_elementwise.cpp and ops/entries_reduce.cpp.
+// Defined in ops/entries_<family>.cpp.
 std::vector<OpEntry> elementwise_entries();
 std::vector<OpEntry> reduce_entries();
+std::vector<OpEntry> norm_entries();
+std::vector<OpEntry> conv_entries();
+std::vector<OpEntry> pool_entries();
+std::vector<OpEntry> matmul_entries();
+std::vector<OpEntry> loss_entries();
+std::vector<OpEntry> index_entries();
 
 const char* family_name(Family f) {
     switch (f) {
@@ -35,14 +41,28 @@ const char* family_name(Family f) {
             return "reduce";
         case Family::softmax:
             return "softmax";
+        case Family::norm:
+            return "norm";
+        case Family::conv:
+            return "conv";
+        case Family::pool:
+            return "pool";
+        case Family::matmul:
+            return "matmul";
+        case Family::loss:
+            return "loss";
+        case Family::index:
+            return "index";
     }
     return "?";
 }
 
 const std::vector<OpEntry>& op_table() {
     static const std::vector<OpEntry> table = [] {
-        std::vector<OpEntry> all = elementwise_entries();
-        for (OpEntry& e : reduce_entries()) all.push_back(std::move(e));
+        std::vector<OpEntry> all;
+        for (auto family : {elementwise_entries, reduce_entries, norm_entries, conv_entries,
+                            pool_entries, matmul_entries, loss_entries, index_entries})
+            for (OpEntry& e : family()) all.push_back(std::move(e));
         return all;
     }();
     return table;
@@ -69,6 +89,8 @@ struct HostRng {
     }
 };
 
+}  // namespace
+
 Tensor random_input(const Shape& shape, DType dtype, const Domain& d, uint64_t seed) {
     HostRng rng{seed};
     std::vector<double> v(size_t(shape_numel(shape)));
@@ -84,6 +106,8 @@ Tensor random_input(const Shape& shape, DType dtype, const Domain& d, uint64_t s
     }
     return from_vector(v, shape).to(dtype);
 }
+
+namespace {
 
 // Every other row of a buffer twice as tall, its gaps holding 7s.
 Tensor strided_rows(const Tensor& t) {
@@ -102,6 +126,8 @@ Tensor reversed_memory(const Tensor& t) {
     return t.permute(rev).contiguous().permute(rev);
 }
 
+}  // namespace
+
 const char* layout_name(Layout l) {
     switch (l) {
         case Layout::contiguous:
@@ -112,14 +138,19 @@ const char* layout_name(Layout l) {
             return " step-2 rows";
         case Layout::reversed:
             return " reversed memory order";
+        case Layout::channels_last:
+            return " channels-last";
     }
     return "";
 }
 
-}  // namespace
+double device_library_tolerance(DType t) {
+    return t == DType::f64 ? 1e-13 : t == DType::f32 ? 4e-6 : rtol_for(t);
+}
 
 std::vector<Tensor> make_inputs(const OpEntry& e, const Case& c, const Signature& sig,
                                 uint64_t seed) {
+    if (e.generate) return e.generate(c, sig, seed);
     EMBER_CHECK(c.shapes.size() <= sig.size() && !e.domains.empty(), "op table: ", e.name,
                 " has a case with ", c.shapes.size(), " shapes for ", sig.size(), " dtypes");
     std::vector<Tensor> in;
@@ -135,7 +166,9 @@ std::optional<std::vector<Tensor>> in_layout(const std::vector<Tensor>& inputs, 
     std::vector<Tensor> out;
     bool changed = false;
     for (const Tensor& t : inputs) {
-        const bool applies = layout == Layout::reversed ? t.dim() >= 3 : t.dim() >= 1;
+        const bool applies = layout == Layout::reversed        ? t.dim() >= 3
+                             : layout == Layout::channels_last ? t.dim() == 4
+                                                               : t.dim() >= 1;
         changed |= applies;
         if (!applies)
             out.push_back(t);
@@ -143,6 +176,8 @@ std::optional<std::vector<Tensor>> in_layout(const std::vector<Tensor>& inputs, 
             out.push_back(non_contiguous(t));
         else if (layout == Layout::strided)
             out.push_back(strided_rows(t));
+        else if (layout == Layout::channels_last)
+            out.push_back(t.contiguous(MemoryFormat::channels_last));
         else
             out.push_back(reversed_memory(t));
     }
@@ -162,6 +197,32 @@ std::string describe_case(const std::vector<Tensor>& inputs, const Args& a) {
     if (a.correction != 1) os << ", correction " << a.correction;
     if (a.lo) os << ", lo " << *a.lo;
     if (a.hi) os << ", hi " << *a.hi;
+    const Args d;  // the defaults go unsaid
+    const auto two = [&](const char* name, Int2 v, Int2 def) {
+        if (v != def) os << ", " << name << " " << v[0] << "x" << v[1];
+    };
+    two("window", a.window, d.window);
+    two("stride", a.stride, d.stride);
+    two("padding", a.padding, d.padding);
+    two("dilation", a.dilation, d.dilation);
+    if (a.groups != d.groups) os << ", groups " << a.groups;
+    if (a.ceil_mode) os << ", ceil_mode";
+    if (!a.count_include_pad) os << ", count_include_pad off";
+    if (a.eps != d.eps) os << ", eps " << a.eps;
+    if (a.momentum != d.momentum) os << ", momentum " << a.momentum;
+    if (!a.affine) os << ", no weight and bias";
+    if (!a.running) os << ", no running statistics";
+    if (a.label_smoothing != d.label_smoothing) os << ", label_smoothing " << a.label_smoothing;
+    if (a.ignore_index != d.ignore_index) os << ", ignore_index " << a.ignore_index;
+    if (a.need != d.need)
+        os << ", need " << (a.need[0] ? "input " : "") << (a.need[1] ? "weight " : "")
+           << (a.need[2] ? "bias" : "");
+    const Draw& w = a.draw;
+    if (w.ties) os << ", ties";
+    if (w.any_index) os << ", any index";
+    if (w.expanded_index) os << ", expanded index";
+    if (w.range) os << ", values in ±" << *w.range;
+    if (w.bad) os << ", bad value " << *w.bad;
     return os.str();
 }
 
@@ -181,13 +242,15 @@ std::vector<Sample> samples(const OpEntry& e, const Signature& sig, uint64_t see
     return out;
 }
 
-double bytes_moved(const Sample& s, const Tensor& out) {
-    double b = double(out.numel() * out.element_size());
-    for (const Tensor& t : s.inputs) b += double(t.numel() * t.element_size());
+double bytes_moved(const Sample& s, const Outputs& out) {
+    double b = 0;
+    for (const Tensor& t : out) b += double(t.numel() * t.element_size());
+    for (const Tensor& t : s.inputs)
+        if (t.defined()) b += double(t.numel() * t.element_size());
     return b;
 }
 
-std::vector<double> rounded(const Expected& e) {
+std::vector<double> rounded(const ExpectedOutput& e) {
     if (!is_floating(e.dtype) || e.dtype == DType::f64) return e.values;
     return values(from_vector(e.values, {int64_t(e.values.size())}).to(e.dtype));
 }

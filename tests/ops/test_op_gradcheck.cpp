@@ -1,8 +1,8 @@
 // The op table's gradcheck: every differentiable entry on its gradcheck cases
 // (f64), contiguous and transposed, first with every floating input requiring
 // grad, then with each one alone held constant.
-#include "support/grad_support.h"
 #include "ops/op_table.h"
+#include "support/grad_support.h"
 
 using namespace ember;
 using namespace ember::test;

@@ -18,31 +18,41 @@ void check_entry(const OpEntry& e) {
     uint64_t seed = 0;
     for (const Signature& sig : e.dtypes) {
         Expected want;
-        std::vector<double> expected;
+        std::vector<std::vector<double>> expected;  // per output, rounded to its dtype
         size_t last_case = SIZE_MAX;
         for (const Sample& s : samples(e, sig, seed += 1000)) {
             INFO(e.name << "(" << s.label << ")");
             if (s.case_index != last_case) {  // the layouts of a case hold the same values
                 want = e.reference(s);
-                expected = rounded(want);
+                expected.clear();
+                for (const ExpectedOutput& o : want.outputs) expected.push_back(rounded(o));
                 last_case = s.case_index;
             }
             if (!want.error.empty()) {
                 REQUIRE_THROWS_WITH_MSG(e.raw(s.inputs, s.args), want.error);
                 continue;
             }
-            const Tolerance tol = e.tolerance(want.dtype, s);
-            const Tensor out = e.raw(s.inputs, s.args);
-            REQUIRE(out.dtype() == want.dtype);
-            REQUIRE(out.shape() == want.shape);
-            REQUIRE(out.is_contiguous());  // fronts return new, contiguous tensors
-            check_close(out, expected, tol.rtol, tol.atol);
+            const Outputs out = e.raw(s.inputs, s.args);
+            REQUIRE(out.size() == want.outputs.size());
+            for (size_t i = 0; i < out.size(); ++i) {
+                INFO("output " << i);
+                const ExpectedOutput& w = want.outputs[i];
+                const Tolerance tol = e.tolerance(w.dtype, s);
+                REQUIRE(out[i].dtype() == w.dtype);
+                REQUIRE(out[i].shape() == w.shape);
+                // Fronts return new tensors, contiguous or in the input's format.
+                REQUIRE(
+                    (out[i].is_contiguous() || out[i].is_contiguous(MemoryFormat::channels_last)));
+                check_close(out[i], expected[i], tol.rtol, tol.atol);
+            }
             if (!e.differentiable || s.layout != Layout::contiguous) continue;
             INFO("through autograd: " << e.name);
+            const ExpectedOutput& w = want.outputs[0];
+            const Tolerance tol = e.tolerance(w.dtype, s);
             const Tensor ad = e.differentiable(s.inputs, s.args);
-            REQUIRE(ad.dtype() == want.dtype);
-            REQUIRE(ad.shape() == want.shape);
-            check_close(ad, expected, tol.rtol, tol.atol);
+            REQUIRE(ad.dtype() == w.dtype);
+            REQUIRE(ad.shape() == w.shape);
+            check_close(ad, expected[0], tol.rtol, tol.atol);
         }
     }
 }
@@ -69,20 +79,48 @@ TEST_CASE("op table: softmax and its backward match their f64 references", "[ops
     check_families({Family::softmax});
 }
 
+TEST_CASE("op table: normalizations match their f64 references", "[ops][norm]") {
+    check_families({Family::norm});
+}
+
+TEST_CASE("op table: convolutions match their f64 references", "[ops][conv]") {
+    check_families({Family::conv});
+}
+
+TEST_CASE("op table: pooling matches its f64 references", "[ops][pool]") {
+    check_families({Family::pool});
+}
+
+TEST_CASE("op table: products match their f64 references", "[ops][matmul]") {
+    check_families({Family::matmul});
+}
+
+TEST_CASE("op table: losses match their f64 references", "[ops][loss]") {
+    check_families({Family::loss});
+}
+
+TEST_CASE("op table: index ops match their f64 references", "[ops][index]") {
+    check_families({Family::index});
+}
+
 TEST_CASE("op table: every entry is complete", "[ops]") {
     for (const OpEntry& e : op_table()) {
         INFO(e.name << " (" << family_name(e.family) << ")");
         CHECK(e.raw);
         CHECK(e.reference);
         CHECK(e.tolerance);
-        CHECK(e.bench_cases);
+        // Convolutions and products are timed against the GEMM peak by
+        // bench/conv.cpp and bench/matmul.cpp; every other entry has its rows.
+        CHECK((e.bench_cases || e.family == Family::conv || e.family == Family::matmul));
         CHECK_FALSE(e.dtypes.empty());
+        CHECK((e.generate || !e.domains.empty()));
         CHECK_FALSE(e.cases.empty());
         CHECK_FALSE(e.layouts.empty());
         for (const Signature& sig : e.dtypes)
             for (const Case& c : e.cases) CHECK(c.shapes.size() <= sig.size());
         CHECK(bool(e.differentiable) == !e.grad_cases.empty());
         CHECK(e.cuda == !e.cuda_cases.empty());
+        CHECK(e.cuda_exact <= e.cuda);
     }
     // The names are unique: `test_ops -c <name>` picks one entry.
     for (size_t i = 0; i < op_table().size(); ++i)
