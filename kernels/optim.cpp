@@ -224,38 +224,38 @@ OpCall update_call(const char* op, const UpdateTensors& t, const UpdateList& l, 
 
 }  // namespace
 
-void adam_update(const UpdateTensors& t, const AdamArgs& a) {
-    EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", a.step);
+void adam_update(const UpdateTensors& t, const AdamArgs& a, bool decoupled, int64_t step) {
+    EMBER_CHECK(step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", step);
     for (const UpdateList& l : make_lists("adam_update", t, a.amsgrad ? 3 : 2))
         dispatch(update_call("adam_update", t, l, a.amsgrad ? 13 : 12),
-                 [&] { cpu::adam_update(l, a); },
-                 [&](auto stream) { cuda::adam_update(l, a, stream); });
+                 [&] { cpu::adam_update(l, a, decoupled, step); },
+                 [&](auto stream) { cuda::adam_update(l, a, decoupled, step, stream); });
     bump_versions(t);
 }
 
-void sgd_update(const UpdateTensors& t, const SgdArgs& a) {
+void sgd_update(const UpdateTensors& t, const SgdArgs& a, bool first) {
     const size_t states = a.momentum != 0 ? 1 : 0;
     for (const UpdateList& l : make_lists("sgd_update", t, states))
         dispatch(update_call("sgd_update", t, l, 5),
-                 [&] { cpu::sgd_update(l, a); },
-                 [&](auto stream) { cuda::sgd_update(l, a, stream); });
+                 [&] { cpu::sgd_update(l, a, first); },
+                 [&](auto stream) { cuda::sgd_update(l, a, first, stream); });
     bump_versions(t);
 }
 
-void lamb_update(const UpdateTensors& t, const LambArgs& a) {
-    EMBER_CHECK(a.step >= 1 || !t.steps.empty(), "lamb_update: step must be >= 1, got ", a.step);
+void lamb_update(const UpdateTensors& t, const LambArgs& a, int64_t step) {
+    EMBER_CHECK(step >= 1 || !t.steps.empty(), "lamb_update: step must be >= 1, got ", step);
     for (const UpdateList& l : make_lists("lamb_update", t, 2))
         dispatch(update_call("lamb_update", t, l, 20),
-                 [&] { cpu::lamb_update(l, a); },
-                 [&](auto stream) { cuda::lamb_update(l, a, stream); });
+                 [&] { cpu::lamb_update(l, a, step); },
+                 [&](auto stream) { cuda::lamb_update(l, a, step, stream); });
     bump_versions(t);
 }
 
-void lars_update(const UpdateTensors& t, const LarsArgs& a) {
+void lars_update(const UpdateTensors& t, const LarsArgs& a, bool first) {
     for (const UpdateList& l : make_lists("lars_update", t, 1))
         dispatch(update_call("lars_update", t, l, 8),
-                 [&] { cpu::lars_update(l, a); },
-                 [&](auto stream) { cuda::lars_update(l, a, stream); });
+                 [&] { cpu::lars_update(l, a, first); },
+                 [&](auto stream) { cuda::lars_update(l, a, first, stream); });
     bump_versions(t);
 }
 

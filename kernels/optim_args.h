@@ -1,6 +1,6 @@
 // What the fused optimizer kernels take (kernels/optim.h is the front): the
-// chunk table, the slots of one fused call and each rule's hyper-parameters,
-// and the notes on device step counts and schedule tables. No Tensor: both
+// chunk table, the slots of one fused call (each rule's hyper-parameters are
+// in optim_hyper.h), and the notes on device step counts and schedule tables. No Tensor: both
 // backends include this.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/dtype.h"
+#include "optim_hyper.h"
 
 namespace ember::kernels {
 
@@ -72,39 +73,16 @@ struct UpdateList {
     ScheduleTables tables;             ///< read where the slots have step counts
 };
 
-/// Hyper-parameters of one step, as the kernels take them (f64; the kernels
-/// convert to the accumulation type). `step` is the 1-based step count.
-struct AdamArgs {
-    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-    bool decoupled = true;  ///< AdamW's decay of the weights; false: Adam's L2 on the gradient
-    int64_t step = 1;
-    bool amsgrad = false;   ///< the running maximum of exp_avg_sq (state3) in the denominator
-};
-struct SgdArgs {
-    double lr = 1e-2, momentum = 0, dampening = 0, weight_decay = 0;
-    bool nesterov = false;
-    bool first = true;  ///< the momentum buffers start as the gradient (first step)
-};
-struct LambArgs {
-    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0;
-    int64_t step = 1;
-};
-struct LarsArgs {
-    double lr = 1e-1, momentum = 0.9, weight_decay = 0, trust_coefficient = 1e-3, eps = 1e-8;
-    bool exclude = false;  ///< plain momentum SGD: no trust ratio, no weight decay (biases, norms)
-    bool first = true;
-};
-
 // Note [Device step counts]
 // Adam's and LAMB's bias corrections need the step count t, SGD's and LARS's
-// first step starts the momentum buffer differently. Given as AdamArgs::step
-// or SgdArgs::first, the host must know t when it queues the update — but
+// first step starts the momentum buffer differently. Given as the update
+// call's `step` or `first`, the host must know t when it queues the update — but
 // under loss scaling (amp::GradScaler) whether a step is applied is decided
 // on the device (the found-inf flag), and reading that back would stall the
 // host every step. So a tensor may carry its own step count on the
 // parameters' device: the update reads it (UpdateTensors::steps, the steps
 // applied so far), uses t = count + 1 (first = count == 0) in place of the
-// Args' step/first, computing the step's scalars itself (the CPU on the
+// call's step/first, computing the step's scalars itself (the CPU on the
 // host, a CUDA block on the device, by the same formulas in f64), and writes
 // count + 1 — or count, when the update was skipped — to a second place
 // (UpdateTensors::next_steps), never to the one it read. That is what lets a

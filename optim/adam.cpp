@@ -7,35 +7,34 @@
 namespace ember::optim {
 
 namespace {
-Hyper adam_hyper(double lr, double beta1, double beta2, double eps, double wd, bool amsgrad) {
-    EMBER_CHECK(lr >= 0 && beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && eps >= 0 &&
-                    wd >= 0,
+const AdamOptions& checked(const AdamOptions& o) {
+    EMBER_CHECK(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 &&
+                    o.eps >= 0 && o.weight_decay >= 0,
                 "Adam: need lr >= 0, 0 <= beta1, beta2 < 1, eps >= 0, weight_decay >= 0; got lr ",
-                lr, ", betas (", beta1, ", ", beta2, "), eps ", eps, ", weight_decay ", wd);
-    Hyper h;
-    h.lr = lr;
-    h.beta1 = beta1;
-    h.beta2 = beta2;
-    h.eps = eps;
-    h.weight_decay = wd;
-    h.amsgrad = amsgrad;
-    return h;
+                o.lr, ", betas (", o.beta1, ", ", o.beta2, "), eps ", o.eps, ", weight_decay ",
+                o.weight_decay);
+    return o;
 }
 }  // namespace
 
-Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o) : Adam(std::move(groups), o, false) {}
+Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o)
+    : Adam(std::move(groups), o, false) {}
 
 Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups), adam_hyper(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad)),
-      decoupled_(decoupled) {}
+    : Optimizer(std::move(groups), checked(o)), decoupled_(decoupled) {}
 
 AdamW::AdamW(std::vector<GroupSpec> groups, const AdamWOptions& o)
-    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
+    : Adam(std::move(groups), AdamOptions(o), true) {}
+
+const AdamOptions& Adam::options(size_t group) const {
+    EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
+    return std::get<AdamOptions>(groups()[group].hyper);
+}
 
 void Adam::update(const Hyper& h, const kernels::UpdateTensors& t) {
     // The step (and, with a schedule's tables, the LR and beta1) comes from each
     // parameter's own count (t.steps).
-    kernels::adam_update(t, {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, decoupled_, 1, h.amsgrad});
+    kernels::adam_update(t, std::get<AdamOptions>(h), decoupled_);
 }
 
 }  // namespace ember::optim

@@ -8,15 +8,10 @@
 
 namespace ember::optim {
 
-struct AdamOptions {
-    double lr = 1e-3;
-    double beta1 = 0.9, beta2 = 0.999;
-    double eps = 1e-8;
-    double weight_decay = 0;
-    /// AMSGrad (Reddi et al. 2018): the denominator takes the running maximum
-    /// of exp_avg_sq, kept as a third buffer, max_exp_avg_sq (as PyTorch).
-    bool amsgrad = false;
-};
+/// Adam's hyper-parameters: lr, beta1, beta2, eps, weight_decay, amsgrad —
+/// the struct each group keeps and the update kernel takes
+/// (kernels/optim_hyper.h).
+using AdamOptions = kernels::AdamArgs;
 
 /// Adam (Kingma & Ba): weight decay, if any, as L2 added to the gradient.
 class Adam : public Optimizer {
@@ -25,27 +20,32 @@ public:
     Adam(std::vector<Tensor> params, const AdamOptions& o = {})
         : Adam(std::vector<GroupSpec>{{std::move(params)}}, o) {}
     const char* name() const override { return "Adam"; }
+    /// Group `group`'s hyper-parameters (where a schedule's tables are set,
+    /// lr(group) and momentum(group) say the LR and beta1 the next step takes).
+    const AdamOptions& options(size_t group) const;
 
 protected:
     Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled);
     void update(const Hyper& h, const kernels::UpdateTensors& t) override;
-    int buffers(const Hyper& h) const override { return h.amsgrad ? 3 : 2; }
+    int buffers(const Hyper& h) const override { return std::get<AdamOptions>(h).amsgrad ? 3 : 2; }
     const char* buffer_name(int k) const override {
         return k == 0 ? "exp_avg" : k == 1 ? "exp_avg_sq" : "max_exp_avg_sq";
     }
-    /// momentum() and a schedule's momentum table are beta1.
-    double Hyper::*momentum_field() const override { return &Hyper::beta1; }
 
 private:
     bool decoupled_;
 };
 
+/// AdamW's options: Adam's with PyTorch's default weight decay for AdamW,
+/// 1e-2 (so `{.lr = 3e-4}` decays as torch.optim.AdamW does). The groups
+/// keep them as AdamOptions.
 struct AdamWOptions {
     double lr = 1e-3;
     double beta1 = 0.9, beta2 = 0.999;
     double eps = 1e-8;
     double weight_decay = 1e-2;
     bool amsgrad = false;  ///< as AdamOptions::amsgrad
+    operator AdamOptions() const { return {lr, beta1, beta2, eps, weight_decay, amsgrad}; }
 };
 
 /// AdamW (Loshchilov & Hutter): decoupled weight decay. ember's default optimizer.

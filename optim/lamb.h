@@ -6,12 +6,9 @@
 
 namespace ember::optim {
 
-struct LAMBOptions {
-    double lr = 1e-3;
-    double beta1 = 0.9, beta2 = 0.999;
-    double eps = 1e-6;
-    double weight_decay = 0;
-};
+/// LAMB's hyper-parameters: lr, beta1, beta2, eps, weight_decay — the struct
+/// each group keeps and the update kernel takes (kernels/optim_hyper.h).
+using LAMBOptions = kernels::LambArgs;
 
 /// LAMB: Adam's bias-corrected direction r = m̂ / (sqrt(v̂) + eps) + wd·p,
 /// scaled per tensor by the trust ratio φ(‖p‖) / ‖r‖ with φ(x) = min(x, 10)
@@ -22,33 +19,32 @@ public:
     LAMB(std::vector<Tensor> params, const LAMBOptions& o = {})
         : LAMB(std::vector<GroupSpec>{{std::move(params)}}, o) {}
     const char* name() const override { return "LAMB"; }
+    /// Group `group`'s hyper-parameters (as Adam::options).
+    const LAMBOptions& options(size_t group) const;
 
 protected:
     void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper&) const override { return 2; }
     const char* buffer_name(int k) const override { return k == 0 ? "exp_avg" : "exp_avg_sq"; }
-    /// momentum() and a schedule's momentum table are beta1.
-    double Hyper::*momentum_field() const override { return &Hyper::beta1; }
 };
 
-struct LARSOptions {
-    double lr = 0.1;
-    double momentum = 0.9;
-    double weight_decay = 0;
-    double trust_coefficient = 1e-3;  ///< η
-    double eps = 1e-8;
-};
+/// LARS's hyper-parameters: lr, momentum, weight_decay, trust_coefficient η,
+/// eps, exclude — the struct each group keeps and the update kernel takes
+/// (kernels/optim_hyper.h).
+using LARSOptions = kernels::LarsArgs;
 
 /// LARS: a local learning rate per tensor, λ = η·‖w‖ / (‖g‖ + wd·‖w‖ + eps)
 /// (1 when either norm is 0); b = μ·b + lr·λ·(g + wd·w) (b starts at 0),
-/// w −= b. Groups with Hyper::exclude_from_lars (lars_groups() puts biases
-/// and norms there) take plain momentum SGD: λ = 1 and no weight decay.
+/// w −= b. Groups with `exclude` set (LARS::exclude; biases and norms) take
+/// plain momentum SGD: λ = 1 and no weight decay.
 class LARS : public Optimizer {
 public:
     LARS(std::vector<GroupSpec> groups, const LARSOptions& o = {});
     LARS(std::vector<Tensor> params, const LARSOptions& o = {})
         : LARS(std::vector<GroupSpec>{{std::move(params)}}, o) {}
     const char* name() const override { return "LARS"; }
+    /// Group `group`'s hyper-parameters (as Adam::options).
+    const LARSOptions& options(size_t group) const;
     /// Marks group `group` as excluded from the trust ratio and weight decay.
     void exclude(size_t group, bool on = true);
 

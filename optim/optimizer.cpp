@@ -21,11 +21,41 @@
 
 namespace ember::optim {
 
+double& lr_of(Hyper& h) {
+    return std::visit([](auto& a) -> double& { return a.lr; }, h);
+}
+
+double& weight_decay_of(Hyper& h) {
+    return std::visit([](auto& a) -> double& { return a.weight_decay; }, h);
+}
+
+double& momentum_of(Hyper& h) {
+    return std::visit(
+        [](auto& a) -> double& {
+            if constexpr (requires { a.beta1; })
+                return a.beta1;
+            else
+                return a.momentum;
+        },
+        h);
+}
+
+double lr_of(const Hyper& h) { return lr_of(const_cast<Hyper&>(h)); }
+double weight_decay_of(const Hyper& h) { return weight_decay_of(const_cast<Hyper&>(h)); }
+double momentum_of(const Hyper& h) { return momentum_of(const_cast<Hyper&>(h)); }
+
+const char* momentum_name(const Hyper& h) {
+    return std::holds_alternative<kernels::AdamArgs>(h) ||
+                   std::holds_alternative<kernels::LambArgs>(h)
+               ? "beta1"
+               : "momentum";
+}
+
 Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {
     for (GroupSpec& s : specs) {
         ParamGroup g{std::move(s.params), defaults, std::move(s.model)};
-        if (s.lr) g.hyper.lr = *s.lr;
-        if (s.weight_decay) g.hyper.weight_decay = *s.weight_decay;
+        if (s.lr) lr_of(g.hyper) = *s.lr;
+        if (s.weight_decay) weight_decay_of(g.hyper) = *s.weight_decay;
         groups_.push_back(std::move(g));
     }
     check_groups();
@@ -45,9 +75,9 @@ void Optimizer::check_groups() const {
         const ParamGroup& g = groups_[gi];
         EMBER_CHECK(g.model.empty() || g.model.size() == g.params.size(), "optimizer: group ", gi,
                     " has ", g.params.size(), " parameters but ", g.model.size(), " model tensors");
-        EMBER_CHECK(g.hyper.lr >= 0 && g.hyper.weight_decay >= 0, "optimizer: group ", gi,
-                    " needs lr >= 0 and weight_decay >= 0, got ", g.hyper.lr, " and ",
-                    g.hyper.weight_decay);
+        EMBER_CHECK(lr_of(g.hyper) >= 0 && weight_decay_of(g.hyper) >= 0, "optimizer: group ", gi,
+                    " needs lr >= 0 and weight_decay >= 0, got ", lr_of(g.hyper), " and ",
+                    weight_decay_of(g.hyper));
         for (size_t i = 0; i < g.params.size(); ++i) {
             const Tensor& p = g.params[i];
             EMBER_CHECK(p.defined() && is_floating(p.dtype()), "optimizer: parameter ", i,
@@ -198,7 +228,7 @@ double Optimizer::table_now(const std::vector<double>& values) const {
 double Optimizer::lr(size_t group) const {
     check_group(group);
     const Tables& tb = tables_[group];
-    return tb.lr.empty() ? groups_[group].hyper.lr : table_now(tb.lr);
+    return tb.lr.empty() ? lr_of(groups_[group].hyper) : table_now(tb.lr);
 }
 
 void Optimizer::set_lr(size_t group, double lr) {
@@ -207,23 +237,23 @@ void Optimizer::set_lr(size_t group, double lr) {
                 " takes its LR from a schedule's table (set_schedule_tables); "
                 "clear_schedule_tables() first to set it by hand");
     EMBER_CHECK(lr >= 0, name(), ": learning rate must be >= 0, got ", lr);
-    groups_[group].hyper.lr = lr;
+    lr_of(groups_[group].hyper) = lr;
 }
 
 double Optimizer::momentum(size_t group) const {
     check_group(group);
     const Tables& tb = tables_[group];
-    return tb.momentum.empty() ? groups_[group].hyper.*momentum_field() : table_now(tb.momentum);
+    return tb.momentum.empty() ? momentum_of(groups_[group].hyper) : table_now(tb.momentum);
 }
 
 void Optimizer::set_momentum(size_t group, double momentum) {
     check_group(group);
-    const char* what = momentum_field() == &Hyper::beta1 ? "beta1" : "momentum";
+    const char* what = momentum_name(groups_[group].hyper);
     EMBER_CHECK(tables_[group].momentum.empty(), name(), ": group ", group, " takes its ", what,
                 " from a schedule's table (set_schedule_tables); clear_schedule_tables() first");
     EMBER_CHECK(momentum >= 0 && momentum < 1, name(), ": ", what, " must be in [0, 1), got ",
                 momentum);
-    groups_[group].hyper.*momentum_field() = momentum;
+    momentum_of(groups_[group].hyper) = momentum;
 }
 
 void Optimizer::set_schedule_tables(size_t group, std::vector<double> lr,

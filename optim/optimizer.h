@@ -9,9 +9,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "../core/tensor.h"
+#include "../kernels/optim_hyper.h"
 
 namespace ember::nn {
 class Module;
@@ -23,21 +25,25 @@ struct UpdateTensors;
 
 namespace ember::optim {
 
-/// The hyper-parameters of one parameter group. Each optimizer reads the ones
-/// its options name and ignores the rest; LR schedules change `lr` (and
-/// `momentum` or `beta1`, see Optimizer::set_momentum) between steps.
-struct Hyper {
-    double lr = 1e-3;
-    double weight_decay = 0;
-    double momentum = 0;               ///< SGD, LARS
-    double dampening = 0;              ///< SGD
-    bool nesterov = false;             ///< SGD
-    double beta1 = 0.9, beta2 = 0.999; ///< Adam, AdamW, LAMB
-    bool amsgrad = false;              ///< Adam, AdamW: the running maximum of exp_avg_sq
-    double eps = 1e-8;                 ///< Adam, AdamW, LAMB, LARS
-    double trust_coefficient = 1e-3;   ///< LARS: η
-    bool exclude_from_lars = false;    ///< LARS: plain momentum SGD here (biases, norms)
-};
+/// The hyper-parameters of one parameter group: the optimizer's own struct
+/// (kernels/optim_hyper.h), the one its options are and its update kernel
+/// takes — AdamArgs (Adam, AdamW), SgdArgs, LambArgs or LarsArgs. LR
+/// schedules change its `lr` (and `momentum` or `beta1`, see
+/// Optimizer::set_momentum) between steps.
+using Hyper =
+    std::variant<kernels::AdamArgs, kernels::SgdArgs, kernels::LambArgs, kernels::LarsArgs>;
+
+/// A group's learning rate, weight decay, and momentum (SGD's and LARS's
+/// momentum, Adam's and LAMB's beta1: what a schedule cycles), whichever the
+/// optimizer.
+double& lr_of(Hyper& h);
+double& weight_decay_of(Hyper& h);
+double& momentum_of(Hyper& h);
+double lr_of(const Hyper& h);
+double weight_decay_of(const Hyper& h);
+double momentum_of(const Hyper& h);
+/// "momentum" or "beta1": what momentum_of names, for messages.
+const char* momentum_name(const Hyper& h);
 
 /// Parameters and the hyper-parameters they share. With `model` (same length
 /// as `params`), `params` are f32 master weights of a low-precision model:
@@ -161,9 +167,6 @@ protected:
     /// 3), and their names in saved state.
     virtual int buffers(const Hyper& h) const = 0;
     virtual const char* buffer_name(int k) const = 0;
-    /// The hyper-parameter momentum() names: Hyper::momentum (SGD, LARS) or
-    /// Hyper::beta1 (Adam, AdamW, LAMB), as the kernels read a momentum table.
-    virtual double Hyper::*momentum_field() const { return &Hyper::momentum; }
 
     bool stochastic_ = false;
     uint64_t seed_ = 0;

@@ -6,13 +6,10 @@
 
 namespace ember::optim {
 
-struct SGDOptions {
-    double lr = 1e-2;
-    double momentum = 0;
-    double dampening = 0;
-    double weight_decay = 0;
-    bool nesterov = false;
-};
+/// SGD's hyper-parameters: lr, momentum, dampening, weight_decay, nesterov —
+/// the struct each group keeps and the update kernel takes
+/// (kernels/optim_hyper.h).
+using SGDOptions = kernels::SgdArgs;
 
 /// d = g + wd·p; with momentum b = μ·b + (1 − τ)·d (b = d on the first step),
 /// d = nesterov ? d + μ·b : b; p −= lr·d.
@@ -22,10 +19,14 @@ public:
     SGD(std::vector<Tensor> params, const SGDOptions& o = {})
         : SGD(std::vector<GroupSpec>{{std::move(params)}}, o) {}
     const char* name() const override { return "SGD"; }
+    /// Group `group`'s hyper-parameters (as Adam::options).
+    const SGDOptions& options(size_t group) const;
 
 protected:
     void update(const Hyper& h, const kernels::UpdateTensors& t) override;
-    int buffers(const Hyper& h) const override { return h.momentum != 0 ? 1 : 0; }
+    int buffers(const Hyper& h) const override {
+        return std::get<SGDOptions>(h).momentum != 0 ? 1 : 0;
+    }
     const char* buffer_name(int) const override { return "momentum_buffer"; }
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "kernels/copy.h"
@@ -27,20 +28,6 @@ std::string buffer_key(size_t group, size_t param, const char* buffer) {
     return str("g", group, ".p", param, ".", buffer);
 }
 
-json hyper_json(const Hyper& h) {
-    return {{"lr", h.lr},
-            {"weight_decay", h.weight_decay},
-            {"momentum", h.momentum},
-            {"dampening", h.dampening},
-            {"nesterov", h.nesterov},
-            {"beta1", h.beta1},
-            {"beta2", h.beta2},
-            {"amsgrad", h.amsgrad},
-            {"eps", h.eps},
-            {"trust_coefficient", h.trust_coefficient},
-            {"exclude_from_lars", h.exclude_from_lars}};
-}
-
 // A finite number in [lo, hi] (or a bool) named `key` of object `o`.
 double number(const json& o, const char* key, double lo, double hi) {
     EMBER_CHECK(o.contains(key) && o[key].is_number(), "optimizer state: '", key,
@@ -56,21 +43,69 @@ bool boolean(const json& o, const char* key) {
     return o[key].get<bool>();
 }
 
-Hyper parse_hyper(const json& o) {
+// Each hyper-parameter of a rule's struct by its name in the file, to `f`:
+// f(key, number, lo, hi) or f(key, flag).
+template <class F>
+void each_field(kernels::AdamArgs& h, F&& f) {
+    f("lr", h.lr, 0, 1e9);
+    f("beta1", h.beta1, 0, 1);
+    f("beta2", h.beta2, 0, 1);
+    f("eps", h.eps, 0, 1);
+    f("weight_decay", h.weight_decay, 0, 1e9);
+    f("amsgrad", h.amsgrad);
+}
+template <class F>
+void each_field(kernels::SgdArgs& h, F&& f) {
+    f("lr", h.lr, 0, 1e9);
+    f("momentum", h.momentum, 0, 1);
+    f("dampening", h.dampening, 0, 1);
+    f("weight_decay", h.weight_decay, 0, 1e9);
+    f("nesterov", h.nesterov);
+}
+template <class F>
+void each_field(kernels::LambArgs& h, F&& f) {
+    f("lr", h.lr, 0, 1e9);
+    f("beta1", h.beta1, 0, 1);
+    f("beta2", h.beta2, 0, 1);
+    f("eps", h.eps, 0, 1);
+    f("weight_decay", h.weight_decay, 0, 1e9);
+}
+template <class F>
+void each_field(kernels::LarsArgs& h, F&& f) {
+    f("lr", h.lr, 0, 1e9);
+    f("momentum", h.momentum, 0, 1);
+    f("weight_decay", h.weight_decay, 0, 1e9);
+    f("trust_coefficient", h.trust_coefficient, 0, 1e9);
+    f("eps", h.eps, 0, 1);
+    f("exclude_from_lars", h.exclude);
+}
+
+json hyper_json(Hyper h) {
+    json out = json::object();
+    struct Write {
+        json& out;
+        void operator()(const char* key, double v, double, double) const { out[key] = v; }
+        void operator()(const char* key, bool v) const { out[key] = v; }
+    };
+    std::visit([&](auto& a) { each_field(a, Write{out}); }, h);
+    return out;
+}
+
+// The fields of `like`'s optimizer from `o`, each checked.
+Hyper parse_hyper(const json& o, Hyper like) {
     EMBER_CHECK(o.is_object(), "optimizer state: a group's 'hyper' must be an object");
-    Hyper h;
-    h.lr = number(o, "lr", 0, 1e9);
-    h.weight_decay = number(o, "weight_decay", 0, 1e9);
-    h.momentum = number(o, "momentum", 0, 1);
-    h.dampening = number(o, "dampening", 0, 1);
-    h.nesterov = boolean(o, "nesterov");
-    h.beta1 = number(o, "beta1", 0, 1);
-    h.beta2 = number(o, "beta2", 0, 1);
-    h.amsgrad = o.contains("amsgrad") && boolean(o, "amsgrad");  // absent in older files: off
-    h.eps = number(o, "eps", 0, 1);
-    h.trust_coefficient = number(o, "trust_coefficient", 0, 1e9);
-    h.exclude_from_lars = boolean(o, "exclude_from_lars");
-    return h;
+    struct Read {
+        const json& o;
+        void operator()(const char* key, double& v, double lo, double hi) const {
+            v = number(o, key, lo, hi);
+        }
+        void operator()(const char* key, bool& v) const {
+            // amsgrad is absent in files saved before it existed: off.
+            v = std::strcmp(key, "amsgrad") == 0 && !o.contains(key) ? false : boolean(o, key);
+        }
+    };
+    std::visit([&](auto& a) { each_field(a, Read{o}); }, like);
+    return like;
 }
 
 }  // namespace
@@ -103,8 +138,8 @@ std::string Optimizer::state_json() const {
         }
         // The values in effect: a schedule table's at this step, where there is one.
         Hyper h = groups_[gi].hyper;
-        h.lr = lr(gi);
-        h.*momentum_field() = momentum(gi);
+        lr_of(h) = lr(gi);
+        momentum_of(h) = momentum(gi);
         groups.push_back({{"hyper", hyper_json(h)},
                           {"param_steps", steps},
                           {"shapes", shapes}});
@@ -132,16 +167,17 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
                 j["optimizer"].get<std::string>(), ", cannot be loaded into ", name());
     const int64_t steps = int64_t(number(j, "steps", 0, 9e15));
     // Absent in states saved before skipped steps were counted on the device.
-    const int64_t calls = j.contains("step_calls") ? int64_t(number(j, "step_calls", 0, 9e15)) : steps;
-    EMBER_CHECK(calls >= steps, "optimizer state: 'step_calls' = ", calls, " is below 'steps' = ",
-                steps);
+    const int64_t calls =
+        j.contains("step_calls") ? int64_t(number(j, "step_calls", 0, 9e15)) : steps;
+    EMBER_CHECK(calls >= steps, "optimizer state: 'step_calls' = ", calls,
+                " is below 'steps' = ", steps);
     const bool stochastic = boolean(j, "stochastic_rounding");
     EMBER_CHECK(j.contains("seed") && j["seed"].is_number_unsigned(),
                 "optimizer state: 'seed' is missing or not an unsigned integer");
     const uint64_t seed = j["seed"].get<uint64_t>();
-    EMBER_CHECK(j.contains("groups") && j["groups"].is_array() &&
-                    j["groups"].size() == groups_.size(),
-                "optimizer state: expected ", groups_.size(), " groups");
+    EMBER_CHECK(
+        j.contains("groups") && j["groups"].is_array() && j["groups"].size() == groups_.size(),
+        "optimizer state: expected ", groups_.size(), " groups");
 
     std::map<std::string, const Tensor*> by_name;
     for (const auto& [key, t] : tensors) {
@@ -157,7 +193,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
         EMBER_CHECK(g.is_object() && g.contains("hyper") && g.contains("param_steps") &&
                         g["param_steps"].is_array(),
                     "optimizer state: group ", gi, " lacks 'hyper' or 'param_steps'");
-        hypers.push_back(parse_hyper(g["hyper"]));
+        hypers.push_back(parse_hyper(g["hyper"], groups_[gi].hyper));
         const std::vector<Tensor>& params = groups_[gi].params;
         EMBER_CHECK(g["param_steps"].size() == params.size(), "optimizer state: group ", gi,
                     " has ", g["param_steps"].size(), " parameters saved but ", params.size(),

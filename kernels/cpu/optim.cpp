@@ -105,7 +105,7 @@ std::vector<double> sums_of_squares(const UpdateList& l, Pick pick) {
 bool skipped(const UpdateList& l) { return l.found_inf != nullptr && *l.found_inf != 0; }
 
 // The step, LR and momentum (or β1) of slot t: from its own count and the
-// list's tables where it has a count, else the Args' (math::step_values).
+// list's tables where it has a count, else the call's (math::step_values).
 math::StepValues values_of(const UpdateList& l, const UpdateSlot& t, int64_t args_step,
                            double lr, double momentum) {
     return math::step_values(t.step, args_step, lr, momentum, l.tables.lr, l.tables.momentum,
@@ -121,16 +121,16 @@ void advance_steps(const UpdateList& l, bool applied) {
 
 }  // namespace
 
-void adam_update(const UpdateList& l, const AdamArgs& a) {
+void adam_update(const UpdateList& l, const AdamArgs& a, bool decoupled, int64_t step) {
     if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "adam_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            const math::StepValues h = values_of(l, t, a.step, a.lr, a.beta1);
+            const math::StepValues h = values_of(l, t, step, a.lr, a.beta1);
             const math::AdamScalars<A> s = math::adam_scalars<A>(
-                h.lr, h.momentum, a.beta2, a.eps, a.weight_decay, a.decoupled, h.t);
+                h.lr, h.momentum, a.beta2, a.eps, a.weight_decay, decoupled, h.t);
             P* __restrict p = static_cast<P*>(t.param);
             const G* __restrict g = static_cast<const G*>(t.grad);
             A* __restrict m = static_cast<A*>(t.state1);
@@ -155,15 +155,15 @@ void adam_update(const UpdateList& l, const AdamArgs& a) {
     advance_steps(l, true);
 }
 
-void sgd_update(const UpdateList& l, const SgdArgs& a) {
+void sgd_update(const UpdateList& l, const SgdArgs& a, bool first) {
     if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "sgd_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         for_chunks(l, [&](const Chunk& c, const UpdateSlot& t) {
-            // The first step is t = 1: the Args' `first` as a step.
-            const math::StepValues h = values_of(l, t, a.first ? 1 : 2, a.lr, a.momentum);
+            // The first step is t = 1: the call's `first` as a step.
+            const math::StepValues h = values_of(l, t, first ? 1 : 2, a.lr, a.momentum);
             const math::SgdScalars<A> s{A(h.lr),           A(h.momentum), A(1 - a.dampening),
                                         A(a.weight_decay), a.nesterov,    h.t == 1};
             P* __restrict p = static_cast<P*>(t.param);
@@ -188,7 +188,7 @@ void sgd_update(const UpdateList& l, const SgdArgs& a) {
     advance_steps(l, true);
 }
 
-void lamb_update(const UpdateList& l, const LambArgs& a) {
+void lamb_update(const UpdateList& l, const LambArgs& a, int64_t step) {
     if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "lamb_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
@@ -200,7 +200,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
         std::vector<math::StepValues> h(l.slots.size());
         std::vector<A> one_minus_b1_of(l.slots.size()), bc1_of(l.slots.size()), bc2_of(l.slots.size());
         for (size_t k = 0; k < l.slots.size(); ++k) {
-            h[k] = values_of(l, l.slots[k], a.step, a.lr, a.beta1);
+            h[k] = values_of(l, l.slots[k], step, a.lr, a.beta1);
             one_minus_b1_of[k] = A(1 - h[k].momentum);
             bc1_of[k] = A(1 / math::bias_correction(h[k].momentum, h[k].t));
             bc2_of[k] = A(1 / std::sqrt(math::bias_correction(a.beta2, h[k].t)));
@@ -253,7 +253,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a) {
     advance_steps(l, true);
 }
 
-void lars_update(const UpdateList& l, const LarsArgs& a) {
+void lars_update(const UpdateList& l, const LarsArgs& a, bool first) {
     if (skipped(l)) return advance_steps(l, false);
     visit_signature(l, "lars_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
@@ -264,7 +264,7 @@ void lars_update(const UpdateList& l, const LarsArgs& a) {
         std::vector<math::StepValues> h(l.slots.size());
         std::vector<A> local(l.slots.size());
         for (size_t k = 0; k < l.slots.size(); ++k) {
-            h[k] = values_of(l, l.slots[k], a.first ? 1 : 2, a.lr, a.momentum);
+            h[k] = values_of(l, l.slots[k], first ? 1 : 2, a.lr, a.momentum);
             local[k] = A(h[k].lr);
         }
         if (!a.exclude) {

@@ -11,14 +11,14 @@ namespace ember::kernels::cpu {
 
 /// Adam / AdamW on every slot (param, grad, state1 = exp_avg, state2 = exp_avg_sq,
 /// state3 = AMSGrad's max_exp_avg_sq or null).
-void adam_update(const UpdateList& l, const AdamArgs& a);
+void adam_update(const UpdateList& l, const AdamArgs& a, bool decoupled, int64_t step);
 /// SGD (state1 = momentum buffer, null without momentum).
-void sgd_update(const UpdateList& l, const SgdArgs& a);
+void sgd_update(const UpdateList& l, const SgdArgs& a, bool first);
 /// LAMB (state1, state2 as Adam's); two passes: the trust ratio needs each
 /// tensor's norms first.
-void lamb_update(const UpdateList& l, const LambArgs& a);
+void lamb_update(const UpdateList& l, const LambArgs& a, int64_t step);
 /// LARS (state1 = momentum buffer).
-void lars_update(const UpdateList& l, const LarsArgs& a);
+void lars_update(const UpdateList& l, const LarsArgs& a, bool first);
 
 // Each slot with a step count uses it (t = count + 1, and the list's
 // schedule tables at the count) and writes its next count: count + 1, or

@@ -73,15 +73,15 @@ using namespace optim_detail;
 template <class P, class G, int K, bool kAms>
 __global__ void __launch_bounds__(kUpdateBlock)
     adam_kernel(const __grid_constant__ Launch lp, math::AdamScalars<Acc<P>> s, const AdamArgs h,
-                const StepArgs st, const CopyArgs c) {
+                const bool decoupled, const int64_t step, const StepArgs st, const CopyArgs c) {
     using A = Acc<P>;
     const Entry& e = entry_of(lp);
     const bool skipped = skip_update(st);
     advance_count(e, skipped);
     if (skipped) return;
     if (e.step) {  // kernels/cpu/optim.cpp's adam_update, from the entry's own count
-        const math::StepValues v = values_of(e, st, h.step, h.lr, h.beta1);
-        s = math::adam_scalars<A>(v.lr, v.momentum, h.beta2, h.eps, h.weight_decay, h.decoupled,
+        const math::StepValues v = values_of(e, st, step, h.lr, h.beta1);
+        s = math::adam_scalars<A>(v.lr, v.momentum, h.beta2, h.eps, h.weight_decay, decoupled,
                                   v.t);
     }
     P* p = static_cast<P*>(e.param);
@@ -388,27 +388,26 @@ __global__ void __launch_bounds__(kUpdateBlock)
 
 }  // namespace
 
-void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream) {
+void adam_update(const UpdateList& l, const AdamArgs& a, bool decoupled, int64_t step_in,
+                 StreamRef stream) {
     const std::vector<HostLaunch> ls = launches_of(l);
     visit_signature(l, "adam_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
+        const int64_t step = std::max<int64_t>(step_in, 1);  // unused where entries count their own
         const math::AdamScalars<A> s = math::adam_scalars<A>(a.lr, a.beta1, a.beta2, a.eps,
-                                                             a.weight_decay, a.decoupled, step);
-        AdamArgs h = a;  // the host's step, for entries without their own count
-        h.step = step;
+                                                             a.weight_decay, decoupled, step);
         if (a.amsgrad)
-            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, true>, s, h,
-                       step_args(l), copy_args(l));
+            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, true>, s, a,
+                       decoupled, step, step_args(l), copy_args(l));
         else
-            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, false>, s, h,
-                       step_args(l), copy_args(l));
+            launch_all("adam_update", ls, stream, adam_kernel<P, G, kVec<P>, false>, s, a,
+                       decoupled, step, step_args(l), copy_args(l));
     });
 }
 
-void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
+void sgd_update(const UpdateList& l, const SgdArgs& a, bool first, StreamRef stream) {
     const std::vector<HostLaunch> ls = launches_of(l);
     const bool momentum = !l.slots.empty() && l.slots[0].state1 != nullptr;
     visit_signature(l, "sgd_update", [&](auto ptag, auto gtag) {
@@ -416,7 +415,7 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
         const math::SgdScalars<A> s{A(a.lr),           A(a.momentum), A(1 - a.dampening),
-                                    A(a.weight_decay), a.nesterov,    a.first};
+                                    A(a.weight_decay), a.nesterov,    first};
         if (momentum)
             launch_all("sgd_update", ls, stream, sgd_kernel<P, G, kVec<P>, true>, s, a,
                        step_args(l), copy_args(l));
@@ -426,14 +425,14 @@ void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream) {
     });
 }
 
-void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
+void lamb_update(const UpdateList& l, const LambArgs& a, int64_t step_in, StreamRef stream) {
     const std::vector<HostLaunch> ls = launches_of(l);
     const int64_t chunks = total_chunks(ls);
     visit_signature(l, "lamb_update", [&](auto ptag, auto gtag) {
         using P = typename decltype(ptag)::type;
         using G = typename decltype(gtag)::type;
         using A = Acc<P>;
-        const int64_t step = std::max<int64_t>(a.step, 1);  // unused where entries count their own
+        const int64_t step = std::max<int64_t>(step_in, 1);  // unused where entries count their own
         const LambScalars<A> s{A(1 - a.beta1),
                                A(a.beta2),
                                A(1 - a.beta2),
@@ -458,7 +457,7 @@ void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream) {
     });
 }
 
-void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
+void lars_update(const UpdateList& l, const LarsArgs& a, bool first, StreamRef stream) {
     const std::vector<HostLaunch> ls = launches_of(l);
     const int64_t chunks = a.exclude ? 0 : total_chunks(ls);
     visit_signature(l, "lars_update", [&](auto ptag, auto gtag) {
@@ -480,7 +479,7 @@ void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream) {
                          LarsTrust{a.lr, a.trust_coefficient, wd, a.eps, step_args(l)}, stream);
         }
         launch_all("lars_apply", ls, stream, lars_apply_kernel<P, G, kVec<P>>,
-                   static_cast<const A*>(rate), a, a.first ? 1 : 0,
+                   static_cast<const A*>(rate), a, first ? 1 : 0,
                    A(wd), step_args(l), copy_args(l));
     });
 }

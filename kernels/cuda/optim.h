@@ -24,13 +24,14 @@ namespace ember::kernels::cuda {
 
 /// Adam / AdamW (state1 = exp_avg, state2 = exp_avg_sq, state3 = AMSGrad's
 /// max_exp_avg_sq or null), copies written in the same pass.
-void adam_update(const UpdateList& l, const AdamArgs& a, StreamRef stream);
+void adam_update(const UpdateList& l, const AdamArgs& a, bool decoupled, int64_t step,
+                 StreamRef stream);
 /// SGD (state1 = momentum buffer, null without momentum).
-void sgd_update(const UpdateList& l, const SgdArgs& a, StreamRef stream);
+void sgd_update(const UpdateList& l, const SgdArgs& a, bool first, StreamRef stream);
 /// LAMB: moments and per-chunk partial norms, per-tensor trust ratios, update.
-void lamb_update(const UpdateList& l, const LambArgs& a, StreamRef stream);
+void lamb_update(const UpdateList& l, const LambArgs& a, int64_t step, StreamRef stream);
 /// LARS: per-chunk partial norms, per-tensor local rates, update.
-void lars_update(const UpdateList& l, const LarsArgs& a, StreamRef stream);
+void lars_update(const UpdateList& l, const LarsArgs& a, bool first, StreamRef stream);
 
 /// sqrt(Σ over every list's `param` buffers of Σ x²), the sums in f64, written
 /// to the device scalar `out` of dtype `out_dtype` (f32 or f64).

@@ -129,9 +129,9 @@ TEST_CASE("cuda optim: adam_update equals the CPU's bits", "[cuda][optim]") {
                 INFO(dtype_name(dt) << (decoupled ? " AdamW" : " Adam") << " weight decay " << wd);
                 const Problem pr = make_problem(dt, dt, DType::bf16, 1);
                 for (int64_t step = 1; step <= 2; ++step) {
-                    const kernels::AdamArgs a{1e-2, 0.9, 0.999, 1e-8, wd, decoupled, step};
-                    kernels::adam_update(pr.on(false, 2, false, false, 0), a);
-                    kernels::adam_update(pr.on(true, 2, false, false, 0), a);
+                    const kernels::AdamArgs a{1e-2, 0.9, 0.999, 1e-8, wd};
+                    kernels::adam_update(pr.on(false, 2, false, false, 0), a, decoupled, step);
+                    kernels::adam_update(pr.on(true, 2, false, false, 0), a, decoupled, step);
                 }
                 check_bits(pr.p.gpu, pr.p.cpu, "param");
                 check_bits(pr.s1.gpu, pr.s1.cpu, "exp_avg");
@@ -147,9 +147,9 @@ TEST_CASE("cuda optim: AMSGrad equals the CPU's bits", "[cuda][optim]") {
             INFO(dtype_name(dt) << (decoupled ? " AdamW" : " Adam") << " amsgrad");
             const Problem pr = make_problem(dt, dt, DType::bf16, 5);
             for (int64_t step = 1; step <= 3; ++step) {
-                const kernels::AdamArgs a{1e-2, 0.9, 0.5, 1e-8, 0.01, decoupled, step, true};
-                kernels::adam_update(pr.on(false, 3, false, false, 0), a);
-                kernels::adam_update(pr.on(true, 3, false, false, 0), a);
+                const kernels::AdamArgs a{1e-2, 0.9, 0.5, 1e-8, 0.01, /*amsgrad=*/true};
+                kernels::adam_update(pr.on(false, 3, false, false, 0), a, decoupled, step);
+                kernels::adam_update(pr.on(true, 3, false, false, 0), a, decoupled, step);
             }
             check_bits(pr.p.gpu, pr.p.cpu, "param");
             check_bits(pr.s2.gpu, pr.s2.cpu, "exp_avg_sq");
@@ -168,16 +168,16 @@ TEST_CASE("cuda optim: master weights with f16/bf16 gradients and copies, stocha
         INFO(dtype_name(c.low) << (c.stochastic ? " stochastic" : " nearest"));
         const Problem pr = make_problem(DType::f32, c.low, c.low, 2);
         for (uint64_t step = 1; step <= 2; ++step) {
-            const kernels::AdamArgs a{1e-3, 0.9, 0.999, 1e-8, 0.01, true, int64_t(step)};
-            kernels::adam_update(pr.on(false, 2, true, c.stochastic, step), a);
-            kernels::adam_update(pr.on(true, 2, true, c.stochastic, step), a);
+            const kernels::AdamArgs a{1e-3, 0.9, 0.999, 1e-8, 0.01};
+            kernels::adam_update(pr.on(false, 2, true, c.stochastic, step), a, true, int64_t(step));
+            kernels::adam_update(pr.on(true, 2, true, c.stochastic, step), a, true, int64_t(step));
         }
         check_bits(pr.p.gpu, pr.p.cpu, "master");
         check_bits(pr.copy.gpu, pr.copy.cpu, "copy");
         // SGD writes its copies the same way.
-        const kernels::SgdArgs s{0.1, 0.9, 0, 0, false, false};
-        kernels::sgd_update(pr.on(false, 1, true, c.stochastic, 3), s);
-        kernels::sgd_update(pr.on(true, 1, true, c.stochastic, 3), s);
+        const kernels::SgdArgs s{0.1, 0.9, 0, 0, false};
+        kernels::sgd_update(pr.on(false, 1, true, c.stochastic, 3), s, /*first=*/false);
+        kernels::sgd_update(pr.on(true, 1, true, c.stochastic, 3), s, /*first=*/false);
         check_bits(pr.copy.gpu, pr.copy.cpu, "sgd copy");
     }
 }
@@ -191,10 +191,10 @@ TEST_CASE("cuda optim: sgd_update equals the CPU's bits", "[cuda][optim]") {
                 const Problem pr = make_problem(dt, dt, DType::bf16, 3);
                 const int states = momentum != 0 ? 1 : 0;
                 for (int step = 0; step < 3; ++step) {
-                    const kernels::SgdArgs a{0.05, momentum, step == 2 ? 0.1 : 0.0,
-                                             1e-3, nesterov, step == 0};
-                    kernels::sgd_update(pr.on(false, states, false, false, 0), a);
-                    kernels::sgd_update(pr.on(true, states, false, false, 0), a);
+                    const kernels::SgdArgs a{0.05, momentum, step == 2 ? 0.1 : 0.0, 1e-3,
+                                             nesterov};
+                    kernels::sgd_update(pr.on(false, states, false, false, 0), a, step == 0);
+                    kernels::sgd_update(pr.on(true, states, false, false, 0), a, step == 0);
                 }
                 check_bits(pr.p.gpu, pr.p.cpu, "param");
                 if (states) check_bits(pr.s1.gpu, pr.s1.cpu, "momentum buffer");
@@ -210,9 +210,9 @@ TEST_CASE("cuda optim: lamb_update and lars_update against the CPU, trust ratios
         kernels::fill(pr.p.cpu[3], 0.0);
         kernels::fill(pr.p.gpu[3], 0.0);
         for (int64_t step = 1; step <= 2; ++step) {
-            const kernels::LambArgs a{1e-2, 0.9, 0.999, 1e-6, step == 1 ? 0.0 : 0.01, step};
-            kernels::lamb_update(pr.on(false, 2, false, false, 0), a);
-            kernels::lamb_update(pr.on(true, 2, false, false, 0), a);
+            const kernels::LambArgs a{1e-2, 0.9, 0.999, 1e-6, step == 1 ? 0.0 : 0.01};
+            kernels::lamb_update(pr.on(false, 2, false, false, 0), a, step);
+            kernels::lamb_update(pr.on(true, 2, false, false, 0), a, step);
         }
         // The moments involve no sum: exact. The parameters went through the
         // norms, whose f64 sums differ in order.
@@ -223,9 +223,9 @@ TEST_CASE("cuda optim: lamb_update and lars_update against the CPU, trust ratios
         for (const bool exclude : {false, true})
             for (const bool first : {true, false}) {
                 INFO("lars exclude " << exclude << " first " << first);
-                const kernels::LarsArgs l{0.1, 0.9, 1e-4, 1e-3, 1e-8, exclude, first};
-                kernels::lars_update(pr.on(false, 1, false, false, 0), l);
-                kernels::lars_update(pr.on(true, 1, false, false, 0), l);
+                const kernels::LarsArgs l{0.1, 0.9, 1e-4, 1e-3, 1e-8, exclude};
+                kernels::lars_update(pr.on(false, 1, false, false, 0), l, first);
+                kernels::lars_update(pr.on(true, 1, false, false, 0), l, first);
                 check_close_all(pr.p.gpu, pr.p.cpu, tol, tol);
                 check_close_all(pr.s1.gpu, pr.s1.cpu, tol, tol);
             }

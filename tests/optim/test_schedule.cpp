@@ -121,15 +121,15 @@ TEST_CASE("schedule: OneCycle cycles Adam's beta1, or leaves it", "[optim][sched
                                 .max_momentum = 0.9});
         for (int64_t t = 0; t <= 10; ++t) {
             if (t > 0) s.step();
-            CHECK(opt.groups()[0].hyper.beta1 ==
+            CHECK(opt.options(0).beta1 ==
                   Approx(one_cycle(1, t, 0.01, 10, 0.3, true, false, 0.8, 0.9)).epsilon(1e-13));
-            CHECK(opt.groups()[0].hyper.beta2 == 0.999);
+            CHECK(opt.options(0).beta2 == 0.999);
         }
     }
     optim::SGD opt(groups({0.1}), {.lr = 0.1, .momentum = 0.7});
     optim::OneCycle s(opt, {.max_lr = 0.1, .total_steps = 10, .cycle_momentum = false});
     for (int i = 0; i < 10; ++i) s.step();
-    CHECK(opt.groups()[0].hyper.momentum == 0.7);
+    CHECK(opt.options(0).momentum == 0.7);
     CHECK_FALSE(s.momentum_at(3, 0).has_value());
 }
 
