@@ -1,5 +1,5 @@
 // Adam and AdamW: the hyper-parameters into one fused kernels::adam_update call
-// per batch (kernels/optim.h; the element math is kernels/optim_math.h).
+// per group (kernels/optim.h; the element math is kernels/optim_math.h).
 #include "optim/adam.h"
 
 #include "kernels/optim.h"

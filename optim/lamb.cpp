@@ -1,4 +1,4 @@
-// LAMB and LARS: the hyper-parameters into one fused call per batch
+// LAMB and LARS: the hyper-parameters into one fused call per group
 // (kernels::lamb_update, kernels::lars_update: two passes, norms then update).
 #include "optim/lamb.h"
 

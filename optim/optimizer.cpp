@@ -112,11 +112,11 @@ void Optimizer::run_step(const Tensor& found_inf) {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
         const ParamGroup& g = groups_[gi];
         const int nbuf = buffers(g.hyper);
-        kernels::UpdateTensors batch;  // one fused call's tensors (kernels/optim.h)
-        batch.found_inf = found_inf;
-        batch.stochastic_copy = stochastic_;
-        batch.seed = seed_;
-        batch.step = uint64_t(calls_);  // this call's Philox stream
+        kernels::UpdateTensors fused;  // one fused call's tensors (kernels/optim.h)
+        fused.found_inf = found_inf;
+        fused.stochastic_copy = stochastic_;
+        fused.seed = seed_;
+        fused.step = uint64_t(calls_);  // this call's Philox stream
         Tensor& counts = counts_[gi];
         std::vector<size_t> included;
         for (size_t i = 0; i < g.params.size(); ++i) {
@@ -137,14 +137,14 @@ void Optimizer::run_step(const Tensor& found_inf) {
                 counts = zeros({2 * int64_t(g.params.size())}, {DType::i64, p.device()});
             else if (counts.device() != p.device())
                 counts = counts.to(p.device());
-            batch.params.push_back(p);
-            batch.grads.push_back(kernels::contiguous(grad));
-            std::vector<Tensor>* lists[] = {&batch.state1, &batch.state2, &batch.state3};
+            fused.params.push_back(p);
+            fused.grads.push_back(kernels::contiguous(grad));
+            std::vector<Tensor>* lists[] = {&fused.state1, &fused.state2, &fused.state3};
             for (int k = 0; k < nbuf; ++k) lists[k]->push_back(st.buffers[k]);
-            if (!g.model.empty()) batch.copies.push_back(g.model[i]);
+            if (!g.model.empty()) fused.copies.push_back(g.model[i]);
             included.push_back(i);
         }
-        if (batch.params.empty()) continue;
+        if (fused.params.empty()) continue;
         std::vector<Tensor>& slots = count_slots_[gi];
         if (!slots_of_[gi].defined() || slots_of_[gi].data_ptr() != counts.data_ptr()) {
             slots.clear();
@@ -153,21 +153,21 @@ void Optimizer::run_step(const Tensor& found_inf) {
         }
         for (size_t i : included) {
             const size_t at = 2 * i + phase_[gi][i];
-            batch.steps.push_back(slots[at]);
-            batch.next_steps.push_back(slots[at ^ 1]);
+            fused.steps.push_back(slots[at]);
+            fused.next_steps.push_back(slots[at ^ 1]);
         }
         Tables& tb = tables_[gi];
         if (!tb.lr.empty()) {  // copied to the parameters' device once
-            const Device d = batch.params[0].device();
+            const Device d = fused.params[0].device();
             const int64_t n = int64_t(tb.lr.size());
             if (!tb.lr_on.defined() || tb.lr_on.device() != d)
                 tb.lr_on = from_vector<double>(tb.lr, {n}).to(d);
             if (!tb.momentum.empty() && (!tb.momentum_on.defined() || tb.momentum_on.device() != d))
                 tb.momentum_on = from_vector<double>(tb.momentum, {n}).to(d);
-            batch.lr_table = tb.lr_on;
-            batch.momentum_table = tb.momentum.empty() ? Tensor() : tb.momentum_on;
+            fused.lr_table = tb.lr_on;
+            fused.momentum_table = tb.momentum.empty() ? Tensor() : tb.momentum_on;
         }
-        update(g.hyper, batch);
+        update(g.hyper, fused);
         // The kernels wrote every included count's other slot, applied or not.
         for (size_t i : included) phase_[gi][i] ^= 1;
     }

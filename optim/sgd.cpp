@@ -1,4 +1,4 @@
-// SGD: the hyper-parameters into one fused kernels::sgd_update call per batch.
+// SGD: the hyper-parameters into one fused kernels::sgd_update call per group.
 #include "optim/sgd.h"
 
 #include "kernels/optim.h"

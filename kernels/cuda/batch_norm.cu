@@ -24,7 +24,9 @@
 //        then a vectorized grid-stride apply pass, whose channel walk serves
 //        both layouts.
 // Deterministic: no atomics; every order of additions depends on the shape only.
-// Test: tests/cuda/test_cuda_norm.cpp (plans: tests/kernels/test_norm_plan.cpp).
+// Test: the op table (tests/ops/entries_norm.cpp, run on the device by
+// tests/cuda/test_cuda_ops.cpp), edge cases in tests/cuda/test_cuda_norm.cpp
+// (plans: tests/kernels/test_norm_plan.cpp).
 #include <cmath>
 
 #include "core/cuda_check.h"

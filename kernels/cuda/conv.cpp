@@ -32,7 +32,9 @@
 //          convolution API but still ships it. Every call to it is in this
 //          file, so moving to the graph API replaces this file alone (the
 //          cache's `algo` would become an engine id).
-// Test: tests/cuda/test_cuda_conv.cpp; the cache file: tests/kernels/test_conv.cpp.
+// Test: the op table (tests/ops/entries_conv.cpp via tests/cuda/test_cuda_ops.cpp),
+// edge cases and the algorithm cache in tests/cuda/test_cuda_conv.cpp; the cache
+// file: tests/kernels/test_conv.cpp.
 #include "kernels/cuda/conv.h"
 
 #include "core/error.h"

@@ -34,7 +34,9 @@
 //         line). Left slow: few long lines that each read their own index,
 //         and a value repeated R times — a serial fold of R adds on either
 //         path, as the CPU's order demands without float atomics.
-// Test:   tests/cuda/test_cuda_index.cpp; plans: tests/kernels/test_index_plan.cpp.
+// Test:   the op table (tests/ops/entries_index.cpp via tests/cuda/test_cuda_ops.cpp),
+//         edge cases in tests/cuda/test_cuda_index.cpp; plans:
+//         tests/kernels/test_index_plan.cpp.
 #include "core/cuda_check.h"
 #include "kernels/cuda/index.h"
 #include "kernels/cuda/index_plan.h"

@@ -31,7 +31,8 @@
 // perf:   a run of one index value is a serial fold per line (the CPU's
 //         order without float atomics): a value repeated R times costs R
 //         dependent steps, however many threads there are.
-// Test:   tests/cuda/test_cuda_index.cpp; plan and a CPU emulation:
+// Test:   the op table (index_add, scatter_add) and tests/cuda/test_cuda_index.cpp
+//         (embedding's backward); plan and a CPU emulation:
 //         tests/kernels/test_index_plan.cpp.
 #include <cub/device/device_radix_sort.cuh>
 

@@ -14,7 +14,9 @@
 //        partials, then one thread per column adds them in order.
 // perf: rows are read with scalar loads.
 // Deterministic: no atomics; every order of additions depends on the shape only.
-// Test: tests/cuda/test_cuda_norm.cpp (plans: tests/kernels/test_norm_plan.cpp).
+// Test: the op table (tests/ops/entries_norm.cpp, run on the device by
+// tests/cuda/test_cuda_ops.cpp), edge cases in tests/cuda/test_cuda_norm.cpp
+// (plans: tests/kernels/test_norm_plan.cpp).
 #include <cmath>
 #include <optional>
 #include <type_traits>

@@ -18,7 +18,8 @@
 //   256..1024 threads per row with an online max-and-sum, block_reduce'd.
 //   Grids stride over rows. Deterministic: reduction orders depend on the plan only.
 // perf: no vector loads; few long rows leave SMs idle.
-// Test: tests/cuda/test_cuda_loss.cpp (against kernels/cpu/loss.cpp).
+// Test: the op table (tests/ops/entries_loss.cpp via tests/cuda/test_cuda_ops.cpp:
+// against kernels/cpu/loss.cpp), edge cases in tests/cuda/test_cuda_loss.cpp.
 #include <cmath>
 #include <type_traits>
 

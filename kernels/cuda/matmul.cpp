@@ -21,7 +21,8 @@
 // Determinism: cuBLAS gives the same bits run to run for the same shapes,
 //          dtypes and settings on one GPU model (its atomics mode stays off and
 //          every stream has its own workspace); TF32 changes the bits.
-// CPU twin: kernels/cpu/matmul.cpp. Test: tests/cuda/test_cuda_matmul.cpp,
+// CPU twin: kernels/cpu/matmul.cpp. Test: the op table (tests/ops/entries_matmul.cpp
+//          via tests/cuda/test_cuda_ops.cpp), edge cases in tests/cuda/test_cuda_matmul.cpp,
 //          plan: tests/kernels/test_matmul_plan.cpp. Bench: bench/matmul.cpp has
 //          CPU rows only so far (a GPU row against the large-GEMM rate is to do).
 #include "kernels/cuda/matmul.h"

@@ -23,7 +23,9 @@
 //          ranges per input row and column, then the gather.
 // Determinism: every sum runs in the CPU's order (outputs row-major); the
 //          only atomic is an integer max: run-to-run and CPU-bit-identical.
-// Test:    tests/cuda/test_cuda_pool.cpp; plans: tests/kernels/test_pool_plan.cpp.
+// Test:    the op table (tests/ops/entries_pool.cpp via tests/cuda/test_cuda_ops.cpp),
+//          edge cases in tests/cuda/test_cuda_pool.cpp; plans:
+//          tests/kernels/test_pool_plan.cpp.
 #include <limits>
 
 #include "core/cuda_check.h"

@@ -161,7 +161,7 @@ Tolerance sum_tolerance(DType t, double k_times_m) {
 // the largest values near 1, so the two agree. f32 runs without TF32
 // (search_math in kernels/cuda/conv.cpp: CUDNN_FMA_MATH, whatever
 // allow_tf32() says), whose 10-bit mantissa would miss this by about ten times.
-double cuda_tolerance(DType t) {
+double cuda_tolerance(DType t, const Sample&, size_t) {
     switch (t) {
         case DType::f64:
             return 1e-10;

@@ -178,7 +178,7 @@ Tolerance gelu_of(int64_t k, DType t) {
 // K = 127 (atol 1e-5·√K), f16 and bf16 half their old rtol. Sums of 256
 // terms in [-1, 1] added in two orders differ by at most 0.6 of it (400,000
 // simulated sums; 2.3 at K = 1100): the CUDA cases keep K <= 256.
-double cuda_tolerance(DType t) {
+double cuda_tolerance(DType t, const Sample&, size_t) {
     switch (t) {
         case DType::f64:
             return 1e-13;

@@ -110,7 +110,8 @@ struct Sample {
     std::string label;  // "f32 [3, 1, 5], f32 [4, 5] transposed", for messages
     std::vector<Tensor> inputs;
     Args args;
-    size_t case_index = 0;  // into OpEntry::cases: the layouts of one case hold the same values
+    size_t case_index = 0;  // into OpEntry::cases (cuda_cases on CUDA): the layouts of
+                            // one case hold the same values
     Layout layout = Layout::contiguous;
 };
 
@@ -175,8 +176,14 @@ struct OpEntry {
     bool cuda_exact = false;       // ... bit for bit (no device math library calls)
     std::vector<Case> cuda_cases;
     std::vector<Layout> cuda_layouts = {Layout::contiguous, Layout::transposed};
-    /// CUDA against the CPU when not cuda_exact: the tolerance for a result dtype.
-    std::function<double(DType)> cuda_tolerance = device_library_tolerance;
+    /// CUDA against the CPU when not cuda_exact: the relative and absolute
+    /// tolerance for output `output` (an index into Outputs) of dtype `result`
+    /// of the call `s` (the CPU inputs in the layout under test, and the
+    /// Args), for results whose precision is not their dtype's: an f64 result
+    /// computed from f32 values, a statistic beside a value. Default:
+    /// device_library_tolerance by result dtype.
+    std::function<double(DType result, const Sample& s, size_t output)> cuda_tolerance =
+        [](DType result, const Sample&, size_t) { return device_library_tolerance(result); };
     std::function<std::vector<Case>(bool quick)> bench_cases;  // f32, one bench row each
     /// The bench row's label ("batch_norm fwd"); empty: the name and the case's
     /// dims, scalar or softmax dim.
