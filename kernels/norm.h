@@ -16,8 +16,9 @@ namespace ember::kernels {
 
 // Common rules below. x: f32, f64, f16 or bf16, any strides (a strided input
 // is copied first); outputs and input gradients are new tensors of x's
-// dtype, shape and memory format (channels-last for a channels-last x,
-// else contiguous). Statistics accumulate in f64 in an order fixed by the
+// dtype and shape; batch norm's keep x's memory format (channels-last for a
+// channels-last x, else contiguous), layer norm's are contiguous (it
+// normalizes the trailing dims, as PyTorch's layer_norm). Statistics accumulate in f64 in an order fixed by the
 // shape alone (results do not depend on the number of threads), and saved
 // statistics are f32 for f32/f16/bf16 inputs and f64 for f64 ("the statistics
 // dtype"). weight and bias are optional (an undefined Tensor means none: 1 and
