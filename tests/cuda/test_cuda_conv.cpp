@@ -21,6 +21,7 @@
 
 #include "core/cuda_context.h"
 #include "kernels/conv_algos.h"
+#include "ops/op_table.h"
 #include "support/linalg_cases.h"
 #include "support/support.h"
 
@@ -82,28 +83,31 @@ struct Modes {
     }
 };
 
-// The convolutions the tests below run, by index; the op table compares each
-// with the CPU (kCudaConvs in tests/ops/entries_conv.cpp lists them too).
-const ConvCase kCases[] = {
-    {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},
-    {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},  // "same" padding
-    {{3, 5, 9, 11}, {6, 5, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true},  // stride 2, odd sizes
-    {{2, 4, 10, 9}, {4, 4, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, true},  // dilation 2
-    {{1, 4, 9, 8}, {6, 2, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 2, false},  // groups 2, rectangular
-    {{2, 6, 8, 8}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, true},   // depthwise
-    {{1, 3, 6, 6}, {6, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3, false},  // depthwise, multiplier 2
-    {{3, 5, 4, 6}, {7, 5, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 1×1
-    {{2, 5, 5, 6}, {3, 5, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, false},  // 1×1 strided
-    {{2, 2, 3, 3}, {2, 2, 5, 5}, {1, 1}, {1, 1}, {1, 1}, 1, true},   // output 1×1
-    {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
-    {{1, 2, 4, 4}, {2, 2, 3, 3}, {1, 1}, {3, 2}, {1, 1}, 1, true},       // padding > kernel / 2
-    {{2, 4, 11, 10}, {8, 2, 3, 3}, {2, 1}, {2, 1}, {2, 3}, 2, true},     // everything at once
-    {{4, 32, 17, 19}, {48, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // GEMM-sized
-    {{8, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // a ResNet block
-    {{0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},       // empty batch
-    {{2, 3, 5, 5}, {0, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},       // no output channels
-    {{2, 0, 4, 4}, {3, 0, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},       // no input channels
-};
+// The convolutions of the op table's conv2d entry (its cuda_cases, which the
+// table compares with the CPU), batched ones only: one list, in
+// tests/ops/entries_conv.cpp. The last is a ResNet block.
+const std::vector<ConvCase>& table_cases() {
+    static const std::vector<ConvCase> cases = [] {
+        std::vector<ConvCase> out;
+        for (const OpEntry& e : op_table())
+            if (e.name == "conv2d")
+                for (const Case& c : e.cuda_cases)
+                    if (c.shapes[0].size() == 4)
+                        out.push_back({c.shapes[0], c.shapes[1], c.args.stride, c.args.padding,
+                                       c.args.dilation, c.args.groups, c.shapes.size() == 3});
+        return out;
+    }();
+    return cases;
+}
+// The first one matching `pred`: the cases below name what they need.
+template <class Pred>
+const ConvCase& table_case(Pred pred) {
+    for (const ConvCase& c : table_cases())
+        if (pred(c)) return c;
+    FAIL("the op table's conv2d cases have none of the kind this test needs");
+    return table_cases().front();
+}
+const ConvCase& resnet_block() { return table_cases().back(); }
 
 std::string case_str(const ConvCase& c) {
     return str("input ", shape_str(c.input), " weight ", shape_str(c.weight), " stride ",
@@ -175,7 +179,7 @@ TEST_CASE("cuda conv2d on channels-last activations and an NCHW weight", "[cuda]
     if (!have_cudnn()) return;
     clear_conv_algorithms();
     uint64_t seed = 150;
-    for (const ConvCase& c : kCases)
+    for (const ConvCase& c : table_cases())
         for (DType dt : kFloats) {
             INFO(case_str(c) << " " << dtype_name(dt) << " channels_last");
             const Operands o = operands(c, dt, seed += 4);
@@ -208,7 +212,12 @@ TEST_CASE("cuda conv2d on channels-last activations and an NCHW weight", "[cuda]
 
 TEST_CASE("cuda conv2d_backward computes exactly the gradients asked for", "[cuda][conv]") {
     if (!have_cudnn()) return;
-    for (const ConvCase& c : {kCases[2], kCases[4], kCases[16], kCases[17]})
+    // Stride 2, groups 2, no output channels, no input channels.
+    const ConvCase& strided = table_case([](const ConvCase& c) { return c.stride == Int2{2, 2}; });
+    const ConvCase& grouped = table_case([](const ConvCase& c) { return c.groups == 2; });
+    const ConvCase& no_out = table_case([](const ConvCase& c) { return c.weight[0] == 0; });
+    const ConvCase& no_in = table_case([](const ConvCase& c) { return c.input[1] == 0; });
+    for (const ConvCase& c : {strided, grouped, no_out, no_in})
         for (DType dt : {DType::f32, DType::bf16})
             for (int mask = 1; mask < 8; ++mask) {
                 const std::array<bool, 3> need = {(mask & 1) != 0, (mask & 2) != 0,
@@ -223,7 +232,7 @@ TEST_CASE("cuda conv2d_backward computes exactly the gradients asked for", "[cud
 
 TEST_CASE("cuda conv2d in f32 runs without TF32", "[cuda][conv]") {
     if (!have_cudnn()) return;
-    const ConvCase c = kCases[14];
+    const ConvCase c = resnet_block();
     const Operands o = operands(c, DType::f32, 500);
     check_gpu(forward(on_gpu(o), c), forward(o, c), DType::f32);
     (void)backward(on_gpu(o), c, {true, true, true});
@@ -271,7 +280,8 @@ TEST_CASE("cuda conv2d in deterministic mode gives the same bits twice", "[cuda]
 TEST_CASE("cuda conv2d with benchmark mode on and off agree", "[cuda][conv]") {
     if (!have_cudnn()) return;
     const Modes restore;
-    const ConvCase c = kCases[13];
+    // The GEMM-sized one: 32 → 48 channels of 17 × 19.
+    const ConvCase c = table_case([](const ConvCase& k) { return k.weight[0] == 48; });
     for (DType dt : kFloats) {
         INFO(dtype_name(dt));
         const Operands o = operands(c, dt, 700);
@@ -305,7 +315,7 @@ TEST_CASE("cuda conv2d algorithm cache: saved, loaded back and used", "[cuda][co
         std::filesystem::temp_directory_path() / ("ember-cuda-conv-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string path = (dir / "algos.txt").string();
-    const ConvCase c = kCases[14];
+    const ConvCase c = resnet_block();
     const Operands g = on_gpu(operands(c, DType::f32, 800));
 
     clear_conv_algorithms();
