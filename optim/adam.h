@@ -45,7 +45,7 @@ struct AdamWOptions {
     double eps = 1e-8;
     double weight_decay = 1e-2;
     bool amsgrad = false;  ///< as AdamOptions::amsgrad
-    operator AdamOptions() const { return {lr, beta1, beta2, eps, weight_decay, amsgrad}; }
+    explicit operator AdamOptions() const { return {lr, beta1, beta2, eps, weight_decay, amsgrad}; }
 };
 
 /// AdamW (Loshchilov & Hutter): decoupled weight decay. ember's default optimizer.

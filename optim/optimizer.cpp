@@ -45,10 +45,8 @@ double weight_decay_of(const Hyper& h) { return weight_decay_of(const_cast<Hyper
 double momentum_of(const Hyper& h) { return momentum_of(const_cast<Hyper&>(h)); }
 
 const char* momentum_name(const Hyper& h) {
-    return std::holds_alternative<kernels::AdamArgs>(h) ||
-                   std::holds_alternative<kernels::LambArgs>(h)
-               ? "beta1"
-               : "momentum";
+    return std::visit([](const auto& a) { return requires { a.beta1; } ? "beta1" : "momentum"; },
+                      h);
 }
 
 Optimizer::Optimizer(std::vector<GroupSpec> specs, const Hyper& defaults) {

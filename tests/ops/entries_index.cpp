@@ -214,7 +214,6 @@ OpEntry index_entry(const char* name, Kind k) {
             return 2 * nbytes(out[0]) + nbytes(s.inputs[1]);
         };
     }
-    e.bench_cases = [](bool) { return std::vector<Case>{}; };
     return e;
 }
 
@@ -339,6 +338,10 @@ OpEntry index_select_entry() {
     e.cases.push_back(
         {{{4, 3}, {6}}, {.dims = {1}, .draw = {.expanded_index = true}}});  // one index, repeated
     e.cases.push_back({{{20000, 3}, {40000}}, {.dims = {0}}});              // threads
+    // Rows of a 32768 × 256 table, as the embedding's gather (its row: "embedding fwd").
+    e.bench_cases = [](bool quick) {
+        return std::vector<Case>{{{{32768, 256}, {lookups(quick)}}, {.dims = {0}}}};
+    };
     e.grad_cases = {{{{4, 3}, {5}}, {.dims = {0}}},
                     {{{4, 3}, {2}}, {.dims = {1}}},
                     {{{2, 3, 4}, {6}}, {.dims = {-1}}},

@@ -167,7 +167,9 @@ OpEntry loss_entry(const char* name, bool backward) {
     // CUDA against the CPU; logits and targets copied to contiguous first
     // (transposed: the copy), smoothing 0.05 on a 300-class block.
     e.cuda = true;
-    e.cuda_cases = cases(kCudaShapes, {0, 0.1}, {-100, 2});
+    // ignore_index -1 plants ignored rows (as the default -100 does not):
+    // every launch mapping skips rows.
+    e.cuda_cases = cases(kCudaShapes, {0, 0.1}, {-100, 2, -1});
     e.cuda_cases.push_back({{{40, 300}}, {.label_smoothing = 0.05}});
     // bench/nn.cpp's 1000-class rows, label smoothing 0.1, no target ignored.
     e.bench_cases = [](bool quick) {

@@ -57,7 +57,7 @@ struct Args {
     std::optional<double> scalar;  // binary and compare: the scalar form op(a, s)
     Shape dims;                    // reductions: dims to reduce ({} = all); softmax: {dim}
     bool keepdim = false;
-    double p = 2;                  // norm
+    double p = 2;                  // norm (the vector norm)
     double correction = 1;         // var, std
     std::optional<double> lo, hi;  // clamp
     // conv and pool (pool's stride {0, 0}: the kernel's)
@@ -66,7 +66,7 @@ struct Args {
     int64_t groups = 1;
     bool ceil_mode = false;
     bool count_include_pad = true;  // avg pool: the divisor counts the padding
-    // norm
+    // normalization
     double eps = 1e-5, momentum = 0.1;
     bool affine = true;   // weight and bias given (else neither)
     bool running = true;  // running statistics given (else none)
