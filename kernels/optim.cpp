@@ -224,7 +224,8 @@ OpCall update_call(const char* op, const UpdateTensors& t, const UpdateList& l, 
 
 }  // namespace
 
-void adam_update(const UpdateTensors& t, const AdamArgs& a, bool decoupled, int64_t step) {
+void adam_update(const UpdateTensors& t, const AdamArgs& a, AdamDecay decay, int64_t step) {
+    const bool decoupled = decay == AdamDecay::decoupled;
     EMBER_CHECK(step >= 1 || !t.steps.empty(), "adam_update: step must be >= 1, got ", step);
     for (const UpdateList& l : make_lists("adam_update", t, a.amsgrad ? 3 : 2))
         dispatch(update_call("adam_update", t, l, a.amsgrad ? 13 : 12),

@@ -37,11 +37,11 @@ struct UpdateTensors {
     Tensor lr_table, momentum_table; ///< a schedule's values by step count, or undefined
 };
 
-/// The rules (kernels/optim_math.h). `decoupled`: AdamW's decay of the
-/// weights, p ← p·(1 − lr·wd); else Adam's L2 on the gradient. `step` (the
+/// The rules (kernels/optim_math.h). `decay`: Adam's L2 on the gradient or
+/// AdamW's decay of the weights (AdamDecay). `step` (the
 /// 1-based count of Adam and LAMB) and `first` (SGD's and LARS's first step)
 /// apply where the tensors carry no step counts (Note [Device step counts]).
-void adam_update(const UpdateTensors& t, const AdamArgs& a, bool decoupled, int64_t step = 1);
+void adam_update(const UpdateTensors& t, const AdamArgs& a, AdamDecay decay, int64_t step = 1);
 void sgd_update(const UpdateTensors& t, const SgdArgs& a, bool first = true);
 void lamb_update(const UpdateTensors& t, const LambArgs& a, int64_t step = 1);
 void lars_update(const UpdateTensors& t, const LarsArgs& a, bool first = true);

@@ -21,6 +21,10 @@ struct AdamArgs {
     /// of exp_avg_sq, kept as a third buffer, max_exp_avg_sq (as PyTorch).
     bool amsgrad = false;
 };
+/// How Adam's weight decay applies: Adam's L2 term added to the gradient,
+/// or AdamW's decoupled decay of the weights, p ← p·(1 − lr·wd).
+enum class AdamDecay { l2, decoupled };
+
 /// SGD.
 struct SgdArgs {
     double lr = 1e-2;

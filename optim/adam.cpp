@@ -18,13 +18,13 @@ const AdamOptions& checked(const AdamOptions& o) {
 }  // namespace
 
 Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o)
-    : Adam(std::move(groups), o, false) {}
+    : Adam(std::move(groups), o, kernels::AdamDecay::l2) {}
 
-Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups), checked(o)), decoupled_(decoupled) {}
+Adam::Adam(std::vector<GroupSpec> groups, const AdamOptions& o, kernels::AdamDecay decay)
+    : Optimizer(std::move(groups), checked(o)), decay_(decay) {}
 
 AdamW::AdamW(std::vector<GroupSpec> groups, const AdamWOptions& o)
-    : Adam(std::move(groups), AdamOptions(o), true) {}
+    : Adam(std::move(groups), AdamOptions(o), kernels::AdamDecay::decoupled) {}
 
 const AdamOptions& Adam::options(size_t group) const {
     EMBER_CHECK(group < groups().size(), name(), ": no group ", group);
@@ -34,7 +34,7 @@ const AdamOptions& Adam::options(size_t group) const {
 void Adam::update(const Hyper& h, const kernels::UpdateTensors& t) {
     // The step (and, with a schedule's tables, the LR and beta1) comes from each
     // parameter's own count (t.steps).
-    kernels::adam_update(t, std::get<AdamOptions>(h), decoupled_);
+    kernels::adam_update(t, std::get<AdamOptions>(h), decay_);
 }
 
 }  // namespace ember::optim

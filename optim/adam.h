@@ -25,7 +25,7 @@ public:
     const AdamOptions& options(size_t group) const;
 
 protected:
-    Adam(std::vector<GroupSpec> groups, const AdamOptions& o, bool decoupled);
+    Adam(std::vector<GroupSpec> groups, const AdamOptions& o, kernels::AdamDecay decay);
     void update(const Hyper& h, const kernels::UpdateTensors& t) override;
     int buffers(const Hyper& h) const override { return std::get<AdamOptions>(h).amsgrad ? 3 : 2; }
     const char* buffer_name(int k) const override {
@@ -33,7 +33,7 @@ protected:
     }
 
 private:
-    bool decoupled_;
+    kernels::AdamDecay decay_;
 };
 
 /// AdamW's options: Adam's with PyTorch's default weight decay for AdamW,

@@ -124,14 +124,16 @@ Problem make_problem(DType param, DType grad, DType copy, uint64_t seed) {
 
 TEST_CASE("cuda optim: adam_update equals the CPU's bits", "[cuda][optim]") {
     for (const DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16})
-        for (const bool decoupled : {true, false})
+        for (const kernels::AdamDecay decay :
+             {kernels::AdamDecay::decoupled, kernels::AdamDecay::l2})
             for (const double wd : {0.0, 0.05}) {
-                INFO(dtype_name(dt) << (decoupled ? " AdamW" : " Adam") << " weight decay " << wd);
+                INFO(dtype_name(dt) << (decay == kernels::AdamDecay::decoupled ? " AdamW" : " Adam")
+                                    << " weight decay " << wd);
                 const Problem pr = make_problem(dt, dt, DType::bf16, 1);
                 for (int64_t step = 1; step <= 2; ++step) {
                     const kernels::AdamArgs a{1e-2, 0.9, 0.999, 1e-8, wd};
-                    kernels::adam_update(pr.on(false, 2, false, false, 0), a, decoupled, step);
-                    kernels::adam_update(pr.on(true, 2, false, false, 0), a, decoupled, step);
+                    kernels::adam_update(pr.on(false, 2, false, false, 0), a, decay, step);
+                    kernels::adam_update(pr.on(true, 2, false, false, 0), a, decay, step);
                 }
                 check_bits(pr.p.gpu, pr.p.cpu, "param");
                 check_bits(pr.s1.gpu, pr.s1.cpu, "exp_avg");
@@ -143,13 +145,15 @@ TEST_CASE("cuda optim: AMSGrad equals the CPU's bits", "[cuda][optim]") {
     // max_exp_avg_sq starts at random values in [0, 0.5): some elements take
     // the new v, some keep their maximum.
     for (const DType dt : {DType::f32, DType::f64, DType::bf16})
-        for (const bool decoupled : {true, false}) {
-            INFO(dtype_name(dt) << (decoupled ? " AdamW" : " Adam") << " amsgrad");
+        for (const kernels::AdamDecay decay :
+             {kernels::AdamDecay::decoupled, kernels::AdamDecay::l2}) {
+            INFO(dtype_name(dt) << (decay == kernels::AdamDecay::decoupled ? " AdamW" : " Adam")
+                                << " amsgrad");
             const Problem pr = make_problem(dt, dt, DType::bf16, 5);
             for (int64_t step = 1; step <= 3; ++step) {
                 const kernels::AdamArgs a{1e-2, 0.9, 0.5, 1e-8, 0.01, /*amsgrad=*/true};
-                kernels::adam_update(pr.on(false, 3, false, false, 0), a, decoupled, step);
-                kernels::adam_update(pr.on(true, 3, false, false, 0), a, decoupled, step);
+                kernels::adam_update(pr.on(false, 3, false, false, 0), a, decay, step);
+                kernels::adam_update(pr.on(true, 3, false, false, 0), a, decay, step);
             }
             check_bits(pr.p.gpu, pr.p.cpu, "param");
             check_bits(pr.s2.gpu, pr.s2.cpu, "exp_avg_sq");
@@ -169,8 +173,8 @@ TEST_CASE("cuda optim: master weights with f16/bf16 gradients and copies, stocha
         const Problem pr = make_problem(DType::f32, c.low, c.low, 2);
         for (uint64_t step = 1; step <= 2; ++step) {
             const kernels::AdamArgs a{1e-3, 0.9, 0.999, 1e-8, 0.01};
-            kernels::adam_update(pr.on(false, 2, true, c.stochastic, step), a, true, int64_t(step));
-            kernels::adam_update(pr.on(true, 2, true, c.stochastic, step), a, true, int64_t(step));
+            kernels::adam_update(pr.on(false, 2, true, c.stochastic, step), a, kernels::AdamDecay::decoupled, int64_t(step));
+            kernels::adam_update(pr.on(true, 2, true, c.stochastic, step), a, kernels::AdamDecay::decoupled, int64_t(step));
         }
         check_bits(pr.p.gpu, pr.p.cpu, "master");
         check_bits(pr.copy.gpu, pr.copy.cpu, "copy");

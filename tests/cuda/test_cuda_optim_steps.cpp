@@ -96,7 +96,8 @@ TEST_CASE("cuda optim: next step counts in the update's own launch, as on the CP
             kernels::UpdateTensors one = x->t;
             switch (k % 4) {
                 case 0:
-                    kernels::adam_update(x->t, {.lr = 99, .weight_decay = 0.01}, true);
+                    kernels::adam_update(x->t, {.lr = 99, .weight_decay = 0.01},
+                                         kernels::AdamDecay::decoupled);
                     break;
                 case 1:
                     one.state2.clear();

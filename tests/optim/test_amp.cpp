@@ -375,8 +375,8 @@ TEST_CASE("amp: the update kernels skip on the flag and write their next step co
     auto counts = [&] { return slots.narrow(0, 3 * phase, 3).contiguous().to_vector<int64_t>(); };
     for (int64_t step = 1; step <= 3; ++step) {
         point();
-        kernels::adam_update(host, {.lr = 0.01}, /*decoupled=*/true, step);
-        kernels::adam_update(own, {.lr = 0.01}, true, 99);  // step ignored: own counts
+        kernels::adam_update(host, {.lr = 0.01}, kernels::AdamDecay::decoupled, step);
+        kernels::adam_update(own, {.lr = 0.01}, kernels::AdamDecay::decoupled, 99);  // step ignored: own counts
         CHECK(counts() == std::vector<int64_t>(3, step - 1));  // the counts read stay as they were
         phase = 1 - phase;
         CHECK(counts() == std::vector<int64_t>(3, step));
@@ -386,7 +386,7 @@ TEST_CASE("amp: the update kernels skip on the flag and write their next step co
         for (int k = 0; k < 2; ++k) {
             point();
             if (k == 0)
-                kernels::adam_update(own, {.lr = 0.01}, true);
+                kernels::adam_update(own, {.lr = 0.01}, kernels::AdamDecay::decoupled);
             else
                 kernels::sgd_update({own.params, own.grads, own.state1, {}, {}, {}, false, 0, 0,
                                      own.steps, own.next_steps, own.found_inf},
@@ -403,15 +403,15 @@ TEST_CASE("amp: the update kernels skip on the flag and write their next step co
     REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, {zeros({1}), zeros({1}), zeros({1})},
                                                   own.next_steps},
-                                                 {}, true),
+                                                 {}, kernels::AdamDecay::decoupled),
                             "step count 0 must be a one-element i64 tensor");
     REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, own.steps, {}},
-                                                 {}, true),
+                                                 {}, kernels::AdamDecay::decoupled),
                             "3 step counts but 0 next step counts");
     REQUIRE_THROWS_WITH_MSG(kernels::adam_update({own.params, own.grads, own.state1, own.state2, {}, {},
                                                   false, 0, 0, own.steps,
                                                   {own.next_steps[0], own.steps[0], own.next_steps[2]}},
-                                                 {}, true),
+                                                 {}, kernels::AdamDecay::decoupled),
                             "next step count 1 is the memory of a step count the update reads");
 }

@@ -255,12 +255,12 @@ TEST_CASE("optim: bad options and groups are errors", "[optim]") {
 TEST_CASE("optim: the fused update fronts check what they are given", "[optim]") {
     const Tensor p = zeros({7}), g = zeros({7}), m = zeros({7}), v = zeros({7});
     using kernels::UpdateTensors;
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {zeros({8})}, {m}, {v}}, {}, true),
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {zeros({8})}, {m}, {v}}, {}, kernels::AdamDecay::decoupled),
                             "adam_update: gradient 0 must be a contiguous tensor of shape [7]");
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {}}, {}, true),
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {}}, {}, kernels::AdamDecay::decoupled),
                             "adam_update: expected 2 state buffer(s) per parameter");
     REQUIRE_THROWS_WITH_MSG(
-        kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {zeros({7}, {DType::f64})}}, {}, true),
+        kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {zeros({7}, {DType::f64})}}, {}, kernels::AdamDecay::decoupled),
         "state buffer 0 must be f32");
     REQUIRE_THROWS_WITH_MSG(
         kernels::sgd_update(UpdateTensors{{zeros({7}, {DType::f64})}, {zeros({7}, {DType::bf16})}}, {}),
@@ -268,9 +268,9 @@ TEST_CASE("optim: the fused update fronts check what they are given", "[optim]")
     REQUIRE_THROWS_WITH_MSG(
         kernels::sgd_update(UpdateTensors{{p}, {g}, {}, {}, {}, {zeros({7}, {DType::f64})}}, {}),
         "copy 0 must be f16 or bf16");
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {.amsgrad = true}, true),
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {.amsgrad = true}, kernels::AdamDecay::decoupled),
                             "adam_update: expected 3 state buffer(s) per parameter");
-    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {}, true, /*step=*/0),
+    REQUIRE_THROWS_WITH_MSG(kernels::adam_update(UpdateTensors{{p}, {g}, {m}, {v}}, {}, kernels::AdamDecay::decoupled, /*step=*/0),
                             "step must be >= 1");
 }
 
