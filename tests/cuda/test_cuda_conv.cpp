@@ -36,23 +36,19 @@ constexpr int kFmaMath = 3;  // CUDNN_FMA_MATH: f32 without TF32
 
 bool have_cudnn() { return cuda_versions().find("cuDNN not built in") == std::string::npos; }
 
-// Tolerance relative to the largest |expected| (and per element): the two
-// backends sum the same products in different orders (cuDNN's algorithms
-// include FFT and Winograd transforms); f16/bf16 add the rounding of the
-// GPU's half output to the CPU's f32. TF32 (10-bit mantissa) would miss the
-// f32 bound by about ten times.
-double tol(DType t) {
-    switch (t) {
-        case DType::f64:
-            return 1e-10;
-        case DType::f32:
-            return 5e-5;
-        case DType::f16:
-            return 2e-3;
-        default:
-            return 1.6e-2;
-    }
+// The op table's conv2d entry (tests/ops/entries_conv.cpp): its CUDA cases
+// and its CUDA tolerance are this file's too.
+const OpEntry& conv_entry() {
+    for (const OpEntry& e : op_table())
+        if (e.name == "conv2d") return e;
+    FAIL("the op table has no conv2d entry");
+    return op_table().front();
 }
+
+// Tolerance relative to the largest |expected| (and per element): the op
+// table's (cuDNN sums the products in its own orders, FFT and Winograd
+// included; f32 without TF32).
+double tol(DType t) { return conv_entry().cuda_tolerance(t, Sample{}, 0); }
 
 void check_gpu(const Tensor& got, const Tensor& want, DType dt) {
     REQUIRE(got.defined());
@@ -89,12 +85,10 @@ struct Modes {
 const std::vector<ConvCase>& table_cases() {
     static const std::vector<ConvCase> cases = [] {
         std::vector<ConvCase> out;
-        for (const OpEntry& e : op_table())
-            if (e.name == "conv2d")
-                for (const Case& c : e.cuda_cases)
-                    if (c.shapes[0].size() == 4)
-                        out.push_back({c.shapes[0], c.shapes[1], c.args.stride, c.args.padding,
-                                       c.args.dilation, c.args.groups, c.shapes.size() == 3});
+        for (const Case& c : conv_entry().cuda_cases)
+            if (c.shapes[0].size() == 4)
+                out.push_back({c.shapes[0], c.shapes[1], c.args.stride, c.args.padding,
+                               c.args.dilation, c.args.groups, c.shapes.size() == 3});
         return out;
     }();
     return cases;
