@@ -38,11 +38,11 @@ namespace ember::autograd {
 
 namespace {
 
-// True when `g` is a dense tensor that nobody but `holders` handles refers
-// to: storing it cannot alias anything.
-bool owned_dense(const Tensor& g, long holders) {
+// True when `g` is a dense tensor in `format` (the leaf's) that nobody but
+// `holders` handles refers to: storing it cannot alias anything.
+bool owned_dense(const Tensor& g, long holders, MemoryFormat format) {
     return g.shared_impl().use_count() <= holders && g.storage().use_count() == 1 &&
-           g.offset() == 0 && g.is_contiguous() &&
+           g.offset() == 0 && g.is_contiguous(format) &&
            g.storage()->nbytes() == size_t(g.numel() * g.element_size());
 }
 
@@ -73,14 +73,19 @@ bool is_slot(const AutogradMeta& m) {
            g.shape() == s.shape() && g.strides() == s.strides() && g.dtype() == s.dtype();
 }
 
-// Note [Gradient accumulation]; m.mutex is held.
-void accumulate_into(AutogradMeta& m, const Tensor& g, long holders) {
+// Note [Gradient accumulation]; m.mutex is held. A new gradient is laid out
+// in `format`, the leaf's: contiguous, or channels-last for a channels-last
+// leaf (as PyTorch's gradient layout contract).
+void accumulate_into(AutogradMeta& m, const Tensor& g, long holders, MemoryFormat format) {
     if (!m.grad.defined()) {
         if (m.grad_slot.defined() && same_geometry(m.grad_slot, g)) {
             kernels::copy(m.grad_slot, g);
             m.grad = m.grad_slot.detach();  // its own handle: the slot is never handed out
         } else {
-            m.grad = owned_dense(g, holders) ? g : g.clone();
+            // A copy through Tensor's methods: recorded under create_graph.
+            m.grad = owned_dense(g, holders, format)   ? g
+                     : format == MemoryFormat::contiguous ? g.clone()
+                                                         : g.clone().contiguous(format);
         }
         return;
     }
@@ -152,10 +157,12 @@ std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
         // The leaf may have moved since the graph was recorded (Module::to):
         // its gradient follows its current dtype and device.
         TensorGeometry want = geometry;
+        MemoryFormat format = MemoryFormat::contiguous;
         if (auto impl = m->self.lock()) {
             const Tensor now(impl);
             want = TensorGeometry::of(now);
-            if (g.dtype() != now.dtype()) g = kernels::cast(g, now.dtype());
+            format = now.suggest_memory_format();
+            if (g.dtype() != now.dtype()) g = kernels::cast(g, now.dtype(), format);
             if (g.device() != now.device()) g = g.to(now.device());
         }
         bool replaced = false;
@@ -167,7 +174,7 @@ std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
         {
             // g's holders: the engine's list and g, or g alone once a hook replaced it.
             std::lock_guard<std::mutex> lock(m->mutex);
-            accumulate_into(*m, g, replaced ? 1 : 2);
+            accumulate_into(*m, g, replaced ? 1 : 2, format);
         }
         if (!m->post_accumulate_hooks.empty()) {
             if (auto impl = m->self.lock()) {

@@ -18,13 +18,16 @@ struct Entry {
 // The policy table (docs/amp.md mirrors it). Low precision where the tensor
 // cores (and bandwidth) pay and f32 accumulation inside the kernel keeps the
 // result accurate; f32 where a low-precision result or sum would lose the
-// answer: exponentials and their sums, statistics, losses.
+// answer: exponentials and their sums, statistics, losses. Batch norm runs on
+// its input as given (as PyTorch's autocast): its statistics are f64 sums on
+// the CPU and f32 on CUDA whatever x's dtype, its weights stay f32, and a
+// bf16 conv's output then needs no cast on either side.
 constexpr Entry kPolicy[] = {
     {"matmul", CastPolicy::lower},     {"bmm", CastPolicy::lower},
     {"addmm", CastPolicy::lower},      {"linear", CastPolicy::lower},
     {"conv2d", CastPolicy::lower},     {"softmax", CastPolicy::f32},
     {"log_softmax", CastPolicy::f32},  {"layer_norm", CastPolicy::f32},
-    {"batch_norm", CastPolicy::f32},   {"cross_entropy", CastPolicy::f32},
+    {"cross_entropy", CastPolicy::f32},
     {"nll_loss", CastPolicy::f32},     {"mse_loss", CastPolicy::f32},
     {"sum", CastPolicy::f32},          {"mean", CastPolicy::f32},
     {"norm", CastPolicy::f32},         {"var", CastPolicy::f32},

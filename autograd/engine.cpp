@@ -46,13 +46,14 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& root
 
 // Fits a gradient produced for input `i` of `node` to that input's geometry:
 // a different shape is a bug in the backward formula; dtype and device are
-// converted (ops that promote or move return the gradient in their output's).
+// converted (ops that promote or move return the gradient in their output's;
+// a channels-last gradient stays channels-last, as the activations it meets).
 Tensor fit_gradient(const Node& node, size_t i, Tensor g) {
     const TensorGeometry& want = node.inputs[i];
     EMBER_INTERNAL_CHECK(g.shape() == want.shape, "backward of '", node.name,
                          "' returned a gradient of shape ", shape_str(g.shape()), " for input ", i,
                          " of shape ", shape_str(want.shape));
-    if (g.dtype() != want.dtype) g = kernels::cast(g, want.dtype);
+    if (g.dtype() != want.dtype) g = kernels::cast(g, want.dtype, g.suggest_memory_format());
     if (g.device() != want.device) g = g.to(want.device);
     return g;
 }

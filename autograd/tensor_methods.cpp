@@ -56,7 +56,9 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dt) const {
     if (dt == dtype()) return *this;
-    return record_identity("to", *this, kernels::cast(*this, dt));
+    // A channels-last tensor stays channels-last (PyTorch's preserve_format):
+    // autocast's bf16 copy of an activation feeds channels-last kernels.
+    return record_identity("to", *this, kernels::cast(*this, dt, suggest_memory_format()));
 }
 
 Tensor Tensor::to(Device d, bool non_blocking) const {

@@ -120,6 +120,12 @@ void run_attention_gpu(Device gpu, const Options& o, Report& rep);
 /// "copy 46.5 GB/s": the label of a limit in the report.
 std::string limit_label(const char* what, double value, const char* unit);
 
+/// The bf16 peak's work once (bench/matmul.cpp): the native VDPBF16PS tile
+/// on L1-resident operands drawn from `values` (`count` bf16 bits; the
+/// instruction's clock depends on its data), `iterations` tiles on every
+/// thread. Returns the FLOPs done. Needs AVX512_BF16 (cpu_bf16_native()).
+double bf16_peak_flop(const uint16_t* values, int64_t count, int64_t iterations);
+
 /// Host memory-copy bandwidth in GB/s (bytes read + written), measured now:
 /// the limit elementwise CPU kernels are judged against.
 double measure_copy_gbps(const Options& o);

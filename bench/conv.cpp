@@ -1,7 +1,8 @@
 // conv family: conv2d forward on ResNet-like f32 shapes; conv2d_backward's
 // input and weight gradients on the 3×3 64→64 and the depthwise one; and
-// every pass of resnet8's convolutions at its training batch (128), its
-// forwards also on channels-last inputs; on a GPU also bench/gpu_linalg.cpp's
+// every pass of resnet8's convolutions at its training batch (128), also on
+// channels-last operands in f32 and in bf16 (against the bf16 peak: the
+// VDPBF16PS tile timed in the same run); on a GPU also bench/gpu_linalg.cpp's
 // rows (cuDNN, both layouts, f32 and bf16).
 // FLOPs 2·N·O·OH·OW·(C/groups)·kH·kW for each (forward, grad_input,
 // grad_weight); the limit is the 1024³ f32 matmul rate measured in the same
@@ -37,9 +38,12 @@ struct ConvShape {
 
 int64_t out_size(const ConvShape& s, int64_t in) { return (in + 2 * s.pad - s.k) / s.stride + 1; }
 
-// Checks sampled outputs of y = conv2d(x, w, b) against f64 sums.
+// Relative to the terms' magnitudes: f32 sums, and bf16 results (rounded once).
+constexpr double kF32Tol = 1e-5, kBf16Tol = 0x1p-8 + 1e-5;
+
+// Checks sampled outputs of y = conv2d(x, w, b) (f32 NCHW) against f64 sums.
 void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
-              const ConvShape& s) {
+              const ConvShape& s, double tol = kF32Tol) {
     const int64_t oh = y.size(2), ow = y.size(3), cg = s.c / s.groups, og = s.o / s.groups;
     const float *px = x.data<float>(), *pw = w.data<float>(), *pb = b.data<float>(),
                 *py = y.data<float>();
@@ -59,7 +63,7 @@ void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
                     mag += std::abs(v);
                 }
         const double got = py[((n * s.o + o) * oh + oy) * ow + ox];
-        if (std::abs(got - want) > 1e-5 * mag + 1e-6)
+        if (std::abs(got - want) > tol * mag + 1e-6)
             EMBER_FAIL("bench conv: ", s.name, " is wrong at [", n, ", ", o, ", ", oy, ", ", ox,
                        "]: got ", got, ", expected ", want);
     }
@@ -68,12 +72,12 @@ void validate(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 // Checks sampled elements of grad_input and grad_weight of conv2d_backward(dy,
 // x, w) (stride s.stride, padding s.pad, s.groups groups) against f64 sums by definition.
 void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                       const Tensor& w, const ConvShape& s) {
+                       const Tensor& w, const ConvShape& s, double tol = kF32Tol) {
     const int64_t oh = dy.size(2), ow = dy.size(3), k = s.k;
     const int64_t cg = s.c / s.groups, og = s.o / s.groups;
     const float *py = dy.data<float>(), *px = x.data<float>(), *pw = w.data<float>();
     auto check = [&](const char* what, double got, double want, double mag) {
-        if (std::abs(got - want) > 1e-5 * mag + 1e-6)
+        if (std::abs(got - want) > tol * mag + 1e-6)
             EMBER_FAIL("bench conv: ", what, " of ", s.name, " is wrong: got ", got, ", expected ",
                        want);
     };
@@ -119,8 +123,8 @@ void validate_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, con
 // What a row is judged against: the same-run GEMM rate, or for a depthwise
 // conv (kH·kW multiply-adds per element moved: memory-bound) the copy rate.
 struct Limits {
-    double matmul = 0, copy = 0;  // GFLOP/s, GB/s
-    std::string matmul_label, copy_label;
+    double matmul = 0, copy = 0, bf16 = 0;  // GFLOP/s, GB/s, GFLOP/s
+    std::string matmul_label, copy_label, bf16_label;
 };
 
 bool depthwise(const ConvShape& s) { return s.groups > 1 && s.groups == s.c; }
@@ -225,6 +229,41 @@ void run_forward(const ConvShape& s, const Limits& lim, const Options& o, Report
                          shape_str({s.n, s.c, s.h, s.w}), t[2], flop, floats, s, lim));
 }
 
+// bf16 rows of a conv on channels-last operands (what resnet8 runs under
+// --amp bf16): forward, grad_input and grad_weight, each checked at sampled
+// elements first, against the bf16 limit.
+void run_bf16(const ConvShape& s, const Limits& lim, const Options& o, Report& rep) {
+    const int64_t oh = out_size(s, s.h), ow = out_size(s, s.w);
+    const Tensor x = rand({s.n, s.c, s.h, s.w}).to(DType::bf16),
+                 w = rand({s.o, s.c, s.k, s.k}).to(DType::bf16), b = rand({s.o}).to(DType::bf16),
+                 dy = rand({s.n, s.o, oh, ow}).to(DType::bf16);
+    const Tensor xl = x.contiguous(MemoryFormat::channels_last),
+                 dyl = dy.contiguous(MemoryFormat::channels_last);
+    const Int2 stride{s.stride, s.stride}, pad{s.pad, s.pad};
+    auto forward = [&] { return kernels::conv2d(xl, w, b, stride, pad); };
+    auto grads = [&](bool input, bool weight) {
+        return kernels::conv2d_backward(dyl, xl, w, stride, pad, {1, 1}, 1,
+                                        {input, weight, false});
+    };
+    auto f32 = [](const Tensor& t) { return t.to(DType::f32).contiguous(); };
+    validate(f32(forward()), f32(x), f32(w), f32(b), s, kBf16Tol);
+    validate_backward(f32(grads(true, false).input), f32(grads(false, true).weight), f32(dy),
+                      f32(x), f32(w), s, kBf16Tol);
+    const std::vector<Timing> t = interleaved_median_ms(
+        {[&] { (void)forward(); }, [&] { (void)grads(true, false); },
+         [&] { (void)grads(false, true); }},
+        o);
+    const double flop = 2.0 * double(s.n * s.o * oh * ow) * double(s.c * s.k * s.k);
+    const char* what[] = {"  bf16 channels_last forward ", "  bf16 channels_last input ",
+                          "  bf16 channels_last weight "};
+    for (size_t i = 0; i < t.size(); ++i) {
+        Row r{"conv", std::string(what[i]) + s.name, shape_str({s.n, s.c, s.h, s.w}), t[i], -1,
+              flop / (t[i] * 1e6), flop / (t[i] * 1e6) / lim.bf16, lim.bf16_label};
+        r.spread = t[i].spread;
+        rep.add(r);
+    }
+}
+
 }  // namespace
 
 void run_conv(const Options& o, Report& rep) {
@@ -266,6 +305,33 @@ void run_conv(const Options& o, Report& rep) {
         run_forward(s, lim, o, rep, true);
         run_backward(s, lim, o, rep, true);
     }
+    // The same in bf16, against the bf16 peak measured now (the f32 GEMM
+    // where the CPU emulates bf16: no faster than f32).
+    if (cpu_bf16_native()) {
+        const Tensor values = randn({64, 64}).to(DType::bf16);
+        const int64_t iterations = o.quick ? 500 : 10000;
+        double flop = 0;
+        const Timing peak_ms =
+            median_ms([&] {
+                flop = bf16_peak_flop(reinterpret_cast<const uint16_t*>(values.data<BFloat16>()),
+                                      values.numel(), iterations);
+            },
+                      o.warmup, o.repeats);
+        lim.bf16 = flop / (peak_ms * 1e6);
+        lim.bf16_label = limit_label("bf16 peak", lim.bf16, "GFLOP/s");
+        rep.add({"conv", "bf16 tile peak (limit)", "-", peak_ms, -1, lim.bf16, 1.0,
+                 lim.bf16_label},
+                peak_ms);
+    } else {
+        lim.bf16 = lim.matmul;
+        lim.bf16_label = lim.matmul_label + " (bf16 emulated)";
+    }
+    for (const ConvShape& s : resnet8)
+        if (kernels::cpu::conv2d_channels_last_fits(
+                {s.n, s.c, s.h, s.w, s.o, s.k, s.k, s.stride, s.stride, s.pad, s.pad, 1, 1, 1,
+                 out_size(s, s.h), out_size(s, s.w)},
+                DType::bf16))
+            run_bf16(s, lim, o, rep);
     if (const auto gpu = bench_gpu()) run_conv_gpu(*gpu, o, rep);
 }
 

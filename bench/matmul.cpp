@@ -119,6 +119,25 @@ void validate_bf16(const Tensor& c, const Tensor& a, const Tensor& b, const char
     }
 }
 
+}  // namespace
+
+double bf16_peak_flop(const uint16_t* values, int64_t count, int64_t iterations) {
+    double flop = 0;
+    float sink = 0;
+#pragma omp parallel reduction(+ : flop)
+    {
+        float s = 0;
+        flop += kernels::cpu::bf16_peak_loop(iterations, values, count, &s);
+#pragma omp atomic
+        sink += s;
+    }
+    volatile float keep = sink;  // the sums are used
+    (void)keep;
+    return flop;
+}
+
+namespace {
+
 // bf16 rows for one GEMM shape (bf16 operands and result of normal values,
 // f32 sums): ember's matmul, the CPU kernel into a reused buffer, a
 // transposed right operand read in place — against the bf16 peak (the
@@ -140,20 +159,12 @@ void bf16_rows(const Options& o, Report& rep, int64_t m, int64_t n, int64_t k) {
     const bool native = cpu_bf16_native();
     const int64_t iterations = o.quick ? 500 : 10000;  // tiles per thread (~4 ms at 10000)
     double peak_flop = 0;
-    float sink = 0;
     const std::function<void()> limit =
         native ? std::function<void()>([&] {
-            double flop = 0;
-#pragma omp parallel reduction(+ : flop)
-            {
-                float s = 0;
-                flop += kernels::cpu::bf16_peak_loop(
-                    iterations, reinterpret_cast<const uint16_t*>(a.data<BFloat16>()), a.numel(), &s);
-#pragma omp atomic
-                sink += s;
-            }
-            peak_flop = flop;
-        })
+                     peak_flop = bf16_peak_flop(
+                         reinterpret_cast<const uint16_t*>(a.data<BFloat16>()), a.numel(),
+                         iterations);
+                 })
                : std::function<void()>([&] { (void)kernels::matmul(a32, b32); });
     const std::vector<Timing> ms = interleaved_median_ms(
         {limit, [&] { (void)kernels::matmul(a, b); }, [&] { kernels::cpu::matmul(vd, va, vb); },

@@ -144,7 +144,8 @@ class Tensor {
     Tensor contiguous(MemoryFormat format) const;
     /// A contiguous copy with its own storage.
     Tensor clone() const;
-    /// Converts the element type (returns *this when already `dtype`).
+    /// Converts the element type (returns *this when already `dtype`): a
+    /// new contiguous tensor, channels-last where this one suggests it.
     Tensor to(DType dtype) const;
     /// Moves to `device` (returns *this when already there). With non_blocking,
     /// a copy from pinned host memory may return before it completes.

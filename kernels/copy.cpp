@@ -69,8 +69,10 @@ void fill(const Tensor& dst, double value) {
     dst.storage()->bump_version();
 }
 
-Tensor cast(const Tensor& src, DType dtype) {
-    Tensor out = empty(src.shape(), like(src, dtype));
+Tensor cast(const Tensor& src, DType dtype) { return cast(src, dtype, MemoryFormat::contiguous); }
+
+Tensor cast(const Tensor& src, DType dtype, MemoryFormat format) {
+    Tensor out = empty(src.shape(), like(src, dtype), format);
     copy(out, src);
     return out;
 }

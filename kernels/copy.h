@@ -12,6 +12,8 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 void fill(const Tensor& dst, double value);
 /// A new tensor with src's values converted to `dtype` (contiguous, same device).
 Tensor cast(const Tensor& src, DType dtype);
+/// The same laid out in `format` (Tensor::to keeps a channels-last tensor's format).
+Tensor cast(const Tensor& src, DType dtype, MemoryFormat format);
 /// A contiguous copy of src with its own storage.
 Tensor clone(const Tensor& src);
 /// src itself when contiguous, else clone(src).

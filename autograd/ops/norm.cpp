@@ -89,7 +89,7 @@ Tensor batch_norm_relu(const Tensor& x0, const Tensor& running_mean, const Tenso
                        double eps) {
     if (!training)
         return relu(batch_norm(x0, running_mean, running_var, weight, bias, false, momentum, eps));
-    // batch_norm's autocast policy (f32): the same statistics, the same kernel.
+    // batch_norm's autocast policy (as given): the same statistics, the same kernel.
     const Tensor x = amp::cast_input("batch_norm", x0);
     const bool update = !autograd::is_recomputing();  // as batch_norm
     kernels::BatchNormForward f =
@@ -118,8 +118,7 @@ Tensor batch_norm_add_relu(const Tensor& x0, const Tensor& residual0, const Tens
         return relu(
             add(batch_norm(x0, running_mean, running_var, weight, bias, false, momentum, eps),
                 residual0));
-    // batch_norm's autocast policy (f32) for both: the sum as batch_norm's f32
-    // output plus the residual promoted gives it.
+    // batch_norm's autocast policy (as given) for both.
     const Tensor x = amp::cast_input("batch_norm", x0);
     const Tensor residual = amp::cast_input("batch_norm", residual0);
     const bool update = !autograd::is_recomputing();  // as batch_norm

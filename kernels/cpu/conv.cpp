@@ -31,6 +31,7 @@
 #include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_nhwc.h"
+#include "kernels/cpu/conv_nhwc_bf16.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
@@ -119,12 +120,23 @@ void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* we
 }
 
 bool conv2d_channels_last_fits(const Conv2dShape& s, DType dtype) {
-    return dtype == DType::f32 && nhwc::fits(s, nhwc::Pass::forward);
+    switch (dtype) {
+        case DType::f32:
+            return nhwc::fits(s, nhwc::Pass::forward);
+        case DType::bf16:
+            return nhwc_bf16::fits(s, nhwc::Pass::forward);
+        default:
+            return false;
+    }
 }
 
 void conv2d_channels_last(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
                           const void* bias, void* out) {
     EMBER_INTERNAL_ASSERT(conv2d_channels_last_fits(s, dtype));
+    if (dtype == DType::bf16)
+        return nhwc_bf16::forward(s, static_cast<const uint16_t*>(input),
+                                  static_cast<const uint16_t*>(weight),
+                                  static_cast<const uint16_t*>(bias), static_cast<uint16_t*>(out));
     nhwc::forward(s, static_cast<const float*>(input), static_cast<const float*>(weight),
                   static_cast<const float*>(bias), static_cast<float*>(out));
 }

@@ -16,8 +16,9 @@ namespace ember::kernels::cpu {
 void conv2d(const Conv2dShape& s, DType dtype, const void* input, const void* weight,
             const void* bias, void* out);
 
-/// Whether conv2d_channels_last takes this conv of `dtype` (where it does
-/// not, the front computes in NCHW and converts).
+/// Whether conv2d_channels_last takes this conv of `dtype`: f32, or bf16 on
+/// the bf16 kernels (kernels/cpu/conv_nhwc_bf16.h; elsewhere bf16 computes
+/// in f32). Where it does not, the front computes in NCHW and converts.
 bool conv2d_channels_last_fits(const Conv2dShape& s, DType dtype);
 /// conv2d on channels-last buffers: input [n, h, w, c], out [n, oh, ow, o];
 /// weight [o, c, kh, kw] and bias [o] (may be null) as for conv2d.
@@ -35,7 +36,8 @@ void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, co
                      const void* weight, void* grad_input, void* grad_weight, void* grad_bias);
 
 /// Whether conv2d_backward_channels_last computes the asked-for gradients of
-/// this conv of `dtype` (where it does not, the front computes in NCHW).
+/// this conv of `dtype`, f32 or bf16 (where it does not, the front computes
+/// in NCHW).
 bool conv2d_backward_channels_last_fits(const Conv2dShape& s, DType dtype, bool grad_input,
                                         bool grad_weight);
 /// conv2d_backward on channels-last buffers: grad_out [n, oh, ow, o], input

@@ -44,10 +44,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_nhwc.h"
+#include "kernels/cpu/conv_nhwc_bf16.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/matmul.h"
@@ -247,35 +249,65 @@ void conv2d_backward(const Conv2dShape& s, DType dtype, const void* grad_out, co
 
 bool conv2d_backward_channels_last_fits(const Conv2dShape& s, DType dtype, bool grad_input,
                                         bool grad_weight) {
-    return dtype == DType::f32 && (!grad_input || nhwc::fits(s, nhwc::Pass::grad_input)) &&
-           (!grad_weight || nhwc::fits(s, nhwc::Pass::grad_weight));
+    switch (dtype) {
+        case DType::f32:
+            return (!grad_input || nhwc::fits(s, nhwc::Pass::grad_input)) &&
+                   (!grad_weight || nhwc::fits(s, nhwc::Pass::grad_weight));
+        case DType::bf16:
+            return (!grad_input || nhwc_bf16::fits(s, nhwc::Pass::grad_input)) &&
+                   (!grad_weight || nhwc_bf16::fits(s, nhwc::Pass::grad_weight));
+        default:
+            return false;
+    }
 }
+
+namespace {
+
+// grad_bias[o] = Σ_n Σ_pixels dy[n][pixel][o] of channels-last T (f32 or
+// bf16 bits read through `value`), in f64, one channel per item.
+template <class T, class Value, class Put>
+void channels_last_bias(const Conv2dShape& s, const T* dy, T* db, Value value, Put put) {
+    const int64_t ohw = s.oh * s.ow;
+    for_items(s.o, team_size(s.o, s.n * s.o * ohw), [&](int64_t o, int) {
+        double sum = 0;
+        for (int64_t n = 0; n < s.n; ++n) {
+            const T* y = dy + n * ohw * s.o + o;
+            double plane = 0;
+            for (int64_t q = 0; q < ohw; ++q) plane += double(value(y[q * s.o]));
+            sum += plane;
+        }
+        db[o] = put(float(sum));
+    });
+}
+
+}  // namespace
 
 void conv2d_backward_channels_last(const Conv2dShape& s, DType dtype, const void* grad_out,
                                    const void* input, const void* weight, void* grad_input,
                                    void* grad_weight, void* grad_bias) {
     EMBER_INTERNAL_ASSERT(conv2d_backward_channels_last_fits(s, dtype, grad_input != nullptr,
                                                              grad_weight != nullptr));
+    if (dtype == DType::bf16) {
+        const auto* dy = static_cast<const uint16_t*>(grad_out);
+        if (grad_input)
+            nhwc_bf16::grad_input(s, dy, static_cast<const uint16_t*>(weight),
+                                  static_cast<uint16_t*>(grad_input));
+        if (grad_weight)
+            nhwc_bf16::grad_weight(s, dy, static_cast<const uint16_t*>(input),
+                                   static_cast<uint16_t*>(grad_weight));
+        if (grad_bias)
+            channels_last_bias(s, dy, static_cast<uint16_t*>(grad_bias), bf16_bits_to_float,
+                               float_to_bf16_bits);
+        return;
+    }
     const auto* dy = static_cast<const float*>(grad_out);
     if (grad_input)
         nhwc::grad_input(s, dy, static_cast<const float*>(weight), static_cast<float*>(grad_input));
     if (grad_weight)
         nhwc::grad_weight(s, dy, static_cast<const float*>(input),
                           static_cast<float*>(grad_weight));
-    if (!grad_bias) return;
-    // grad_bias[o] = Σ_n Σ_pixels dy[n][pixel][o], in f64, one channel per item.
-    auto* db = static_cast<float*>(grad_bias);
-    const int64_t ohw = s.oh * s.ow;
-    for_items(s.o, team_size(s.o, s.n * s.o * ohw), [&](int64_t o, int) {
-        double sum = 0;
-        for (int64_t n = 0; n < s.n; ++n) {
-            const float* y = dy + n * ohw * s.o + o;
-            double plane = 0;
-            for (int64_t q = 0; q < ohw; ++q) plane += double(y[q * s.o]);
-            sum += plane;
-        }
-        db[o] = float(sum);
-    });
+    auto same = [](float v) { return v; };
+    if (grad_bias) channels_last_bias(s, dy, static_cast<float*>(grad_bias), same, same);
 }
 
 }  // namespace ember::kernels::cpu

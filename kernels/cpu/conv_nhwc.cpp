@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/conv_nhwc_plan.h"
 #include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/conv_weight_tile.h"
 
@@ -44,13 +45,9 @@ namespace {
 using conv_detail::for_items;
 using conv_detail::team_size;
 
-using weight_tiles::kLanes;
 using weight_tiles::load;
 using weight_tiles::store;
 using weight_tiles::vec;
-constexpr int kMaxV = 4;
-// The widest tile (pixels) for V output vectors: R·V ≤ 28 accumulators.
-constexpr std::array<int, kMaxV + 1> kMaxR = {0, 14, 14, 9, 7};
 constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's data: within L2
 
 // acc[r][v] = bias[16v ..] + Σ_t Σ_{c<C} w[t·C·O + c·O + 16v ..] · x[r·ps + off[t] + c],
@@ -109,46 +106,22 @@ const TileFn* tile_table(int v) {
 
 int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
 
-// How rows of `width` outputs of `n` channels are cut into tiles: vectors of
-// output channels per tile (the widest that divides n / 16), and tiles of
-// `r` pixels (the last narrower).
-struct Cut {
-    int v;
-    int64_t r;
-    const TileFn* table;
-};
-Cut cut(int64_t n, int64_t width) {
-    const int64_t vecs = n / kLanes;
-    const int v = vecs % 4 == 0 ? 4 : vecs % 3 == 0 ? 3 : vecs % 2 == 0 ? 2 : 1;
-    const int64_t pieces = (width + kMaxR[size_t(v)] - 1) / kMaxR[size_t(v)];
-    return {v, pieces > 0 ? (width + pieces - 1) / pieces : 0, tile_table(v)};
-}
-
 // One row of `width` outputs of n channels: pixel k reads x + k·ps (taps at
 // off, k channels reduced) and writes y + k·ys.
-void row(const Cut& c, int64_t width, const float* x, int64_t ps, const int64_t* off, int64_t taps,
+void row(const Cut& c, const TileFn* table, int64_t width, const float* x, int64_t ps, const int64_t* off, int64_t taps,
          int64_t k, const float* w, int64_t n, const float* bias, float* y, int64_t ys) {
     for (int64_t p0 = 0; p0 < width; p0 += c.r) {
         const int64_t pixels = std::min(c.r, width - p0);
         for (int64_t o0 = 0; o0 < n; o0 += kLanes * c.v)
-            c.table[pixels - 1](x + p0 * ps, ps, off, taps, k, w + o0, n,
+            table[pixels - 1](x + p0 * ps, ps, off, taps, k, w + o0, n,
                                 bias ? bias + o0 : nullptr, y + p0 * ys + o0, ys);
     }
 }
 
-// One image [rows, cols, ch] zero-padded by (top, left) and to
-// [prows, pcols, ch] at dst.
+// One image [rows, cols, ch] zero-padded by (top, left) and to [prows, pcols, ch] at dst.
 void pad_image(const float* src, int64_t rows, int64_t cols, int64_t ch, int64_t top, int64_t left,
                int64_t prows, int64_t pcols, float* dst) {
-    const int64_t line = cols * ch, pline = pcols * ch;
-    std::fill(dst, dst + top * pline, 0.0f);
-    std::fill(dst + (top + rows) * pline, dst + prows * pline, 0.0f);
-    for (int64_t y = 0; y < rows; ++y) {
-        float* d = dst + (top + y) * pline;
-        std::fill(d, d + left * ch, 0.0f);
-        std::memcpy(d + left * ch, src + y * line, size_t(line) * sizeof(float));
-        std::fill(d + left * ch + line, d + pline, 0.0f);
-    }
+    nhwc::pad_image(src, rows, cols, ch, top, left, prows, pcols, ch, dst, [](float v) { return v; });
 }
 
 // wp[t][c][o] = weight[o][c][t] for the taps listed: a tile's output
@@ -193,85 +166,42 @@ void forward(const Conv2dShape& s, const float* in, const float* weight, const f
             img = p;
         }
         for (int64_t oy = 0; oy < s.oh; ++oy)
-            row(c, s.ow, img + oy * s.sh * wpx * s.c, s.sw * s.c, off.data(), taps, s.c, wp.data(),
+            row(c, tile_table(c.v), s.ow, img + oy * s.sh * wpx * s.c, s.sw * s.c, off.data(), taps, s.c, wp.data(),
                 s.o, bias, out + (n * s.oh + oy) * s.ow * s.o, s.o);
     });
 }
 
-// grad_input, by stride phase: input pixels (u·sh + a, v·sw + b) take only
-// the taps (i, j) with a + ph − i·dh ≡ 0 (mod sh) and b + pw − j·dw ≡ 0
-// (mod sw), each reading grad_out at (u + e_i, v + f_j), e_i = (a + ph −
-// i·dh) / sh: per phase a stride-1 correlation of grad_out (zero-padded to
-// cover every e_i, f_j) with the weights [t][o][c], written to every sh-th
-// row and sw-th column. Every tap lands in exactly one phase: no FLOP is
-// spent on a zero. A phase no tap reaches is zero.
+// grad_input by stride phase (grad_input_phases): per phase, the tiles
+// over grad_out padded once per image, with the weights [t][o][c] of its taps.
 void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight,
                 float* grad_input) {
-    struct Axis {
-        std::vector<std::vector<int64_t>> taps, shift;  // per phase: kernel index, offset
-        int64_t before = 0, after = 0;                  // padding grad_out needs
-    };
-    auto axis = [](int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t in, int64_t out) {
-        Axis ax;
-        ax.taps.resize(size_t(stride));
-        ax.shift.resize(size_t(stride));
-        for (int64_t a = 0; a < stride; ++a) {
-            const int64_t count = a < in ? (in - a + stride - 1) / stride : 0;
-            for (int64_t i = 0; i < k; ++i) {
-                const int64_t d = a + pad - i * dil;
-                if (((d % stride) + stride) % stride != 0) continue;
-                const int64_t e = (d - ((d % stride) + stride) % stride) / stride;  // exact
-                ax.taps[size_t(a)].push_back(i);
-                ax.shift[size_t(a)].push_back(e);
-                if (count > 0) {
-                    ax.before = std::max(ax.before, -e);
-                    ax.after = std::max(ax.after, count - 1 + e - (out - 1));
-                }
-            }
-        }
-        return ax;
-    };
-    const Axis ay = axis(s.sh, s.ph, s.dh, s.kh, s.h, s.oh);
-    const Axis ax = axis(s.sw, s.pw, s.dw, s.kw, s.w, s.ow);
-    const int64_t hd = s.oh + ay.before + ay.after, wd = s.ow + ax.before + ax.after;
-
+    const Phases plan = grad_input_phases(s);
     // Per phase: the packed weights [t][o][c] of its taps and their offsets.
-    struct Phase {
-        int64_t a, b, rows, cols;
-        std::vector<float> w;
-        std::vector<int64_t> off;
-    };
-    std::vector<Phase> phases;
-    for (int64_t a = 0; a < s.sh; ++a)
-        for (int64_t b = 0; b < s.sw; ++b) {
-            Phase p{a,
-                    b,
-                    a < s.h ? (s.h - a + s.sh - 1) / s.sh : 0,
-                    b < s.w ? (s.w - b + s.sw - 1) / s.sw : 0,
-                    {},
-                    {}};
-            for (size_t ti = 0; ti < ay.taps[size_t(a)].size(); ++ti)
-                for (size_t tj = 0; tj < ax.taps[size_t(b)].size(); ++tj) {
-                    const int64_t i = ay.taps[size_t(a)][ti], j = ax.taps[size_t(b)][tj];
-                    p.off.push_back((ay.shift[size_t(a)][ti] * wd + ax.shift[size_t(b)][tj]) * s.o);
-                    for (int64_t o = 0; o < s.o; ++o)
-                        for (int64_t c = 0; c < s.c; ++c)
-                            p.w.push_back(weight[((o * s.c + c) * s.kh + i) * s.kw + j]);
-                }
-            phases.push_back(std::move(p));
+    std::vector<std::vector<float>> w(plan.phases.size());
+    std::vector<std::vector<int64_t>> off(plan.phases.size());
+    for (size_t k = 0; k < plan.phases.size(); ++k) {
+        const Phase& p = plan.phases[k];
+        for (size_t t = 0; t < p.i.size(); ++t) {
+            off[k].push_back(p.pixel[t] * s.o);
+            for (int64_t o = 0; o < s.o; ++o)
+                for (int64_t c = 0; c < s.c; ++c)
+                    w[k].push_back(weight[((o * s.c + c) * s.kh + p.i[t]) * s.kw + p.j[t]]);
         }
+    }
 
     const Cut c = cut(s.c, (s.w + s.sw - 1) / s.sw);
+    const TileFn* table = tile_table(c.v);
     const int team = team_size(s.n, macs(s));
-    const size_t per_thread = size_t(hd * wd * s.o);
+    const size_t per_thread = size_t(plan.rows * plan.cols * s.o);
     std::vector<float> scratch(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
         float* pd = scratch.data() + per_thread * size_t(thread);
-        pad_image(grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, ay.before, ax.before, hd, wd,
-                  pd);
+        pad_image(grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, plan.top, plan.left,
+                  plan.rows, plan.cols, pd);
         float* img = grad_input + n * s.h * s.w * s.c;
-        for (const Phase& p : phases) {
-            const int64_t taps = int64_t(p.off.size());
+        for (size_t k = 0; k < plan.phases.size(); ++k) {
+            const Phase& p = plan.phases[k];
+            const int64_t taps = int64_t(off[k].size());
             for (int64_t u = 0; u < p.rows; ++u) {
                 float* y = img + ((u * s.sh + p.a) * s.w + p.b) * s.c;
                 if (taps == 0) {
@@ -279,8 +209,8 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
                         std::fill(y + v * s.sw * s.c, y + v * s.sw * s.c + s.c, 0.0f);
                     continue;
                 }
-                row(c, p.cols, pd + ((u + ay.before) * wd + ax.before) * s.o, s.o, p.off.data(),
-                    taps, s.o, p.w.data(), s.c, nullptr, y, s.sw * s.c);
+                row(c, table, p.cols, pd + ((u + plan.top) * plan.cols + plan.left) * s.o, s.o,
+                    off[k].data(), taps, s.o, w[k].data(), s.c, nullptr, y, s.sw * s.c);
             }
         }
     });

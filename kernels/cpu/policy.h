@@ -20,8 +20,8 @@ namespace ember::kernels::cpu {
 /// once); every other dtype as it is.
 inline DType matmul_dtype(DType dt) { return dt == DType::f16 ? DType::f32 : dt; }
 
-/// The dtype conv2d computes in: f16 and bf16 in f32, rounded once at the
-/// end; every other dtype as it is.
+/// The dtype conv2d computes in where no bf16 kernel takes it (conv2d_plan):
+/// f16 and bf16 in f32, rounded once at the end; every other dtype as it is.
 inline DType product_dtype(DType dt) {
     return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
 }
@@ -37,16 +37,23 @@ inline bool gemm_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride,
     return matrix_layout(rows, cols, row_stride, col_stride).has_value();
 }
 
-/// conv2d of dtype dt on an input whose memory is channels-last or not:
-/// computed in product_dtype; channels-last operands read as they lie where
-/// the channels-last kernels fit; the weight always packed from OIHW.
+/// conv2d of dtype dt on an input whose memory is channels-last or not: bf16
+/// channels-last operands on the bf16 kernels where they fit (read as they
+/// lie), otherwise computed in product_dtype; channels-last operands read as
+/// they lie where the channels-last kernels fit; the weight always packed
+/// from OIHW.
 inline ConvPlan conv2d_plan(const Conv2dShape& s, DType dt, bool channels_last) {
+    if (dt == DType::bf16 && channels_last && conv2d_channels_last_fits(s, dt))
+        return {dt, true, false};
     const DType ct = product_dtype(dt);
     return {ct, channels_last && ct == dt && conv2d_channels_last_fits(s, ct), false};
 }
 /// The same for conv2d_backward's asked-for gradients.
 inline ConvPlan conv2d_backward_plan(const Conv2dShape& s, DType dt, bool channels_last,
                                      bool grad_input, bool grad_weight) {
+    if (dt == DType::bf16 && channels_last &&
+        conv2d_backward_channels_last_fits(s, dt, grad_input, grad_weight))
+        return {dt, true, false};
     const DType ct = product_dtype(dt);
     return {ct,
             channels_last && ct == dt &&

@@ -1,5 +1,6 @@
-// Autocast: the per-op policy (products in the low precision, softmax, norms,
-// reductions and losses in f32, f64 untouched), gradients reaching f32
+// Autocast: the per-op policy (products in the low precision, softmax, layer
+// norm, reductions and losses in f32, batch norm as given, f64 untouched),
+// channels-last kept through the casts and their gradients, gradients reaching f32
 // weights in f32, thread-local scopes; bf16 autocast training of the mlp
 // within a point of f32 training; an f16 model whose gradients overflow under
 // a large loss scale skips its step and backs the scale off; a skipped step
@@ -51,6 +52,33 @@ TEST_CASE("amp: autocast casts by the op's policy", "[amp]") {
     }
     CHECK_FALSE(amp::is_autocast_enabled());
     REQUIRE_THROWS_WITH_MSG(amp::autocast(DType::f32), "dtype must be f16 or bf16");
+}
+
+TEST_CASE("amp: a channels-last model stays channels-last under autocast", "[amp]") {
+    const Tensor x = random_tensor({2, 16, 6, 6}, DType::f32, 11)
+                         .contiguous(MemoryFormat::channels_last)
+                         .set_requires_grad(true);
+    const Tensor w = random_tensor({16, 16, 3, 3}, DType::f32, 12).set_requires_grad(true);
+    const Tensor gamma = random_tensor({16}, DType::f32, 13), beta = random_tensor({16}, DType::f32, 14);
+    const Tensor mean = zeros({16}), var = ones({16});
+    CHECK(x.to(DType::bf16).is_contiguous(MemoryFormat::channels_last));  // preserve_format
+    Tensor z;
+    {
+        amp::autocast ac(DType::bf16);
+        const Tensor y = conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+        CHECK(y.dtype() == DType::bf16);
+        CHECK(y.is_contiguous(MemoryFormat::channels_last));
+        // Batch norm runs on its input as given (its statistics are f64 sums).
+        z = batch_norm_relu(y, mean, var, gamma, beta, true, 0.1, 1e-5);
+        CHECK(z.dtype() == DType::bf16);
+        CHECK(z.is_contiguous(MemoryFormat::channels_last));
+    }
+    sum(mul(z.to(DType::f32), random_tensor(z.shape(), DType::f32, 15))).backward();
+    // x's gradient came back through the recorded cast: f32, and still channels-last.
+    CHECK(x.grad().dtype() == DType::f32);
+    CHECK(x.grad().is_contiguous(MemoryFormat::channels_last));
+    CHECK(w.grad().dtype() == DType::f32);
+    CHECK(w.grad().is_contiguous());
 }
 
 TEST_CASE("amp: gradients reach f32 weights in f32 through the recorded casts", "[amp]") {

@@ -1,0 +1,397 @@
+// CPU direct conv2d on channels-last bf16 tensors: forward, grad_input and
+// grad_weight on VDPBF16PS (kernels/cpu/conv_nhwc_bf16.h).
+//
+// Math:  as kernels/cpu/conv_nhwc.cpp; every product of two bf16 exact in
+//        f32, the f32 sums rounded once to bf16 (nearest even) at the end.
+// Pairs: VDPBF16PS multiplies two adjacent bf16 of a 32-bit word by the two
+//        of another word and adds both products to an f32 lane (the odd
+//        half's product first, then the even half's, each addition
+//        rounded). The reduced dimension is cut into such pairs:
+//        - forward: input channels (c, c + 1) of a pixel, adjacent in NHWC:
+//          the padded copy of an image has an even channel count (a zero
+//          channel after an odd one) and is read as words; the weights are
+//          packed [tap][c/2][o] as words (the pair of channels in one word).
+//        - grad_input: output channels (o, o + 1) of grad_out, the same way,
+//          per stride phase (conv_nhwc_plan.h), weights [tap][o/2][c].
+//        - grad_weight: pixels. grad_out is packed [n][oy][ox/2][o] with the
+//          pixels (2q, 2q + 1) of a row in one word (an odd row's last pixel
+//          paired with zero), and per kernel column j the padded input
+//          [n][j][iy][q][c] with the two pixels those outputs read at j
+//          (2q·sw + j·dw and sw further; zero for a missing second, so no
+//          Inf of an unread pixel meets a zero).
+// Tiles: as the f32 kernels (R pixels × V vectors of 16 output channels,
+//        R·V ≤ 28 accumulators): per (tap, pair) V vector loads of the
+//        packed words and R·V VDPBF16PS, each broadcasting its 32-bit pair
+//        from memory — twice the f32 tile's FLOPs per instruction.
+//        grad_weight: R input channels × V vectors of output channels.
+// Emulation: the same loops with each word split into two f32 vectors and
+//        two FMAs in VDPBF16PS's order (products are exact, so the bits
+//        match for normal numbers); subnormal operands are flushed where the
+//        operands are copied or packed, as the instruction reads them.
+// Cost:  2·N·O·OH·OW·C·kH·kW FLOPs per pass (a zero channel or pixel where
+//        the count is odd); each pass reads its operands once into a padded
+//        or packed copy within L2 and writes its result once.
+// Threads: forward and grad_input split the images; grad_weight sums fixed
+//        chunks of images into f32 partials added in chunk order:
+//        bit-identical for any thread count.
+// Test: tests/kernels/test_conv_nhwc_bf16.cpp; benchmark: `ember bench conv`
+//        (the bf16 channels_last rows).
+#include "kernels/cpu/conv_nhwc_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/half.h"
+#include "core/settings.h"
+#include "kernels/cpu/conv_nhwc_plan.h"
+#include "kernels/cpu/conv_threads.h"
+#include "kernels/cpu/conv_weight_tile.h"
+
+namespace ember::kernels::cpu::nhwc_bf16 {
+
+namespace {
+
+using conv_detail::for_items;
+using conv_detail::team_size;
+using nhwc::Cut;
+using nhwc::kLanes;
+using nhwc::kMaxR;
+
+using fvec = float __attribute__((vector_size(64)));
+using uvec = uint32_t __attribute__((vector_size(64)));
+
+constexpr int64_t kMaxChannels = 64;         // as the f32 kernels (bench/RESULTS.md)
+constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's packed data: within L2
+
+// A bf16's bits with a subnormal read as zero (VDPBF16PS's rule).
+uint16_t flush(uint16_t b) { return (b & 0x7f80) == 0 ? uint16_t(b & 0x8000) : b; }
+
+// The two kinds of dot step: acc[i] += hi(x)·hi(w[i]), then += lo(x)·lo(w[i]).
+struct Native {
+    using W = uvec;
+    __attribute__((always_inline, target("avx512f"))) static W words(const uint32_t* p) {
+        W w;
+        std::memcpy(&w, p, sizeof w);
+        return w;
+    }
+    // VDPBF16PS, x's word broadcast from memory ({1to16}).
+    __attribute__((always_inline, target("avx512f,avx512bf16"))) static void dot(
+        fvec& acc, const uint32_t* x, const W& w) {
+        acc = (fvec)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32(int(*x)),
+                                     (__m512bh)w);
+    }
+};
+struct Emulated {
+    struct W {
+        fvec even, odd;
+    };
+    __attribute__((always_inline, target("avx512f"))) static W words(const uint32_t* p) {
+        uvec w;
+        std::memcpy(&w, p, sizeof w);
+        return {(fvec)(w << 16), (fvec)(w & 0xffff0000u)};  // vector casts keep the bits
+    }
+    __attribute__((always_inline, target("avx512f"))) static void dot(fvec& acc,
+                                                                       const uint32_t* x,
+                                                                       const W& w) {
+        const uint32_t lo = *x << 16, hi = *x & 0xffff0000u;
+        float xe, xo;
+        std::memcpy(&xe, &lo, sizeof xe);
+        std::memcpy(&xo, &hi, sizeof xo);
+        // Each product is exact in f32 (8 × 8 significant bits): a product
+        // then an add rounds as the instruction's fused step does.
+        acc = acc + xo * w.odd;
+        acc = acc + xe * w.even;
+    }
+};
+
+// 16 f32 sums to bf16 bits, nearest even, NaN quiet (float_to_bf16_bits).
+__attribute__((target("avx512f"))) void store_bf16(uint16_t* p, fvec v) {
+    const uvec x = (uvec)v;
+    const uvec rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const uvec bits = (x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : rounded;
+    using hvec = uint16_t __attribute__((vector_size(32)));
+    const hvec h = __builtin_convertvector(bits, hvec);
+    std::memcpy(p, &h, sizeof h);
+}
+
+// acc[r][v] = bias[16v ..] + Σ_t Σ_{k<K} x[r·ps + off[t] + k] ⊙ w[t·K·O + k·O + 16v ..]
+// (words of pairs), then y[r·ys + 16v ..] = bf16(acc). bias may be null (zero).
+template <class Dot, int R, int V>
+__attribute__((target("avx512f,avx512bf16"))) void tile(const uint32_t* x, int64_t ps, const int64_t* off,
+                                             int64_t taps, int64_t K, const uint32_t* w,
+                                             int64_t O, const float* bias, uint16_t* y,
+                                             int64_t ys) {
+    fvec acc[R][V];
+    for (int v = 0; v < V; ++v) {
+        fvec b = {};
+        if (bias) std::memcpy(&b, bias + kLanes * v, sizeof b);
+        for (int r = 0; r < R; ++r) acc[r][v] = b;
+    }
+    for (int64_t t = 0; t < taps; ++t) {
+        const uint32_t* xt = x + off[t];
+        const uint32_t* wt = w + t * K * O;
+        for (int64_t k = 0; k < K; ++k, wt += O) {
+            typename Dot::W wv[V];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v) wv[v] = Dot::words(wt + kLanes * v);
+#pragma GCC unroll 14
+            for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+                for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xt + r * ps + k, wv[v]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) store_bf16(y + r * ys + kLanes * v, acc[r][v]);
+}
+
+using TileFn = decltype(&tile<Native, 1, 1>);
+template <class Dot, int V, int... R>
+constexpr std::array<TileFn, sizeof...(R)> tiles(std::integer_sequence<int, R...>) {
+    return {&tile<Dot, R + 1, V>...};
+}
+// tile<Dot, R, v> for R = 1 .. kMaxR[v], indexed by R − 1.
+template <class Dot>
+const TileFn* tile_table(int v) {
+    static constexpr auto t1 = tiles<Dot, 1>(std::make_integer_sequence<int, kMaxR[1]>{});
+    static constexpr auto t2 = tiles<Dot, 2>(std::make_integer_sequence<int, kMaxR[2]>{});
+    static constexpr auto t3 = tiles<Dot, 3>(std::make_integer_sequence<int, kMaxR[3]>{});
+    static constexpr auto t4 = tiles<Dot, 4>(std::make_integer_sequence<int, kMaxR[4]>{});
+    switch (v) {
+        case 4:
+            return t4.data();
+        case 3:
+            return t3.data();
+        case 2:
+            return t2.data();
+        default:
+            return t1.data();
+    }
+}
+const TileFn* tile_table(int v) {
+    return cpu_bf16_native() ? tile_table<Native>(v) : tile_table<Emulated>(v);
+}
+
+// One row of `width` outputs of n channels: pixel p reads words x + p·ps
+// (taps at off, K pairs reduced) and writes y + p·ys.
+void row(const Cut& c, const TileFn* table, int64_t width, const uint32_t* x, int64_t ps,
+         const int64_t* off, int64_t taps, int64_t K, const uint32_t* w, int64_t n,
+         const float* bias, uint16_t* y, int64_t ys) {
+    for (int64_t p0 = 0; p0 < width; p0 += c.r) {
+        const int64_t pixels = std::min(c.r, width - p0);
+        for (int64_t o0 = 0; o0 < n; o0 += kLanes * c.v)
+            table[pixels - 1](x + p0 * ps, ps, off, taps, K, w + o0, n, bias ? bias + o0 : nullptr,
+                              y + p0 * ys + o0, ys);
+    }
+}
+
+// A word of two bf16: lo the even element, hi the odd one.
+uint32_t word(uint16_t lo, uint16_t hi) { return uint32_t(flush(lo)) | uint32_t(flush(hi)) << 16; }
+
+int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
+
+// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r] ⊙ dy[m·dy_image + oy·dy_row + q·O + 16v]
+// (words of pixel pairs), then out[r·ldo + 16v] = acc (f32).
+template <class Dot, int V, int R>
+__attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* dy, int64_t O,
+                                                    int64_t dy_row, int64_t dy_image,
+                                                    const uint32_t* x, int64_t xs, int64_t xrow,
+                                                    int64_t x_image, int64_t images, int64_t oh,
+                                                    int64_t pairs, float* out, int64_t ldo) {
+    fvec acc[R][V] = {};
+    for (int64_t m = 0; m < images; ++m)
+        for (int64_t oy = 0; oy < oh; ++oy) {
+            const uint32_t* d = dy + m * dy_image + oy * dy_row;
+            const uint32_t* xr = x + m * x_image + oy * xrow;
+            for (int64_t q = 0; q < pairs; ++q, xr += xs, d += O) {
+                typename Dot::W dv[V];
+#pragma GCC unroll 4
+                for (int v = 0; v < V; ++v) dv[v] = Dot::words(d + kLanes * v);
+#pragma GCC unroll 24
+                for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+                    for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xr + r, dv[v]);
+            }
+        }
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) std::memcpy(out + r * ldo + kLanes * v, &acc[r][v], 64);
+}
+
+constexpr int kWeightAcc = weight_tiles::kAcc;
+using WeightFn = decltype(&weight_tile<Native, 1, 1>);
+template <class Dot, int V, int... R>
+constexpr std::array<WeightFn, sizeof...(R)> weight_tiles_of(std::integer_sequence<int, R...>) {
+    return {&weight_tile<Dot, V, R + 1>...};
+}
+// The grad_weight tiles for v vectors of output channels, indexed by channels − 1.
+template <class Dot>
+const WeightFn* weight_table(int64_t v) {
+    static constexpr auto t1 =
+        weight_tiles_of<Dot, 1>(std::make_integer_sequence<int, kWeightAcc>{});
+    static constexpr auto t2 =
+        weight_tiles_of<Dot, 2>(std::make_integer_sequence<int, kWeightAcc / 2>{});
+    static constexpr auto t4 =
+        weight_tiles_of<Dot, 4>(std::make_integer_sequence<int, kWeightAcc / 4>{});
+    return v == 4 ? t4.data() : v == 2 ? t2.data() : t1.data();
+}
+
+}  // namespace
+
+bool fits(const Conv2dShape& s, Pass pass) {
+    if (!__builtin_cpu_supports("avx512f")) return false;
+    if (s.groups != 1 || s.c > kMaxChannels || s.o > kMaxChannels) return false;
+    return pass == Pass::grad_input ? s.c % kLanes == 0 : s.o % kLanes == 0;
+}
+
+void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
+             const uint16_t* bias, uint16_t* out) {
+    const int64_t taps = s.kh * s.kw, K = (s.c + 1) / 2, c2 = 2 * K;
+    // wp[t][k][o] = the word of weight[o][2k][t] and weight[o][2k + 1][t] (zero past c).
+    std::vector<uint32_t> wp(size_t(taps * K * s.o));
+    for (int64_t t = 0; t < taps; ++t)
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t o = 0; o < s.o; ++o) {
+                const uint16_t* w = weight + (o * s.c + 2 * k) * taps + t;
+                wp[size_t((t * K + k) * s.o + o)] = word(w[0], 2 * k + 1 < s.c ? w[taps] : 0);
+            }
+    std::vector<float> b(bias ? size_t(s.o) : 0);
+    for (size_t o = 0; o < b.size(); ++o) b[o] = bf16_bits_to_float(bias[o]);
+    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw;
+    std::vector<int64_t> off(static_cast<size_t>(taps));
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * wpx + j * s.dw) * K;
+    const Cut c = nhwc::cut(s.o, s.ow);
+    const TileFn* table = tile_table(c.v);
+    const int team = team_size(s.n, macs(s));
+    // Every image is copied: padded, to an even channel count, subnormals flushed.
+    const size_t per_thread = size_t(hp * wpx * c2);
+    std::vector<uint16_t> scratch(per_thread * size_t(team));
+    for_items(s.n, team, [&](int64_t n, int thread) {
+        uint16_t* p = scratch.data() + per_thread * size_t(thread);
+        nhwc::pad_image(in + n * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, c2, p, flush);
+        const auto* img = reinterpret_cast<const uint32_t*>(p);
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            row(c, table, s.ow, img + oy * s.sh * wpx * K, s.sw * K, off.data(), taps, K, wp.data(),
+                s.o, bias ? b.data() : nullptr, out + (n * s.oh + oy) * s.ow * s.o, s.o);
+    });
+}
+
+void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* weight,
+                uint16_t* grad_input) {
+    const nhwc::Phases plan = nhwc::grad_input_phases(s);
+    const int64_t K = (s.o + 1) / 2, o2 = 2 * K, taps = s.kh * s.kw;
+    // Per phase: words [t][k][c] of weight[2k][c][tap] and weight[2k + 1][c][tap], and offsets.
+    std::vector<std::vector<uint32_t>> w(plan.phases.size());
+    std::vector<std::vector<int64_t>> off(plan.phases.size());
+    for (size_t p = 0; p < plan.phases.size(); ++p) {
+        const nhwc::Phase& ph = plan.phases[p];
+        for (size_t t = 0; t < ph.i.size(); ++t) {
+            off[p].push_back(ph.pixel[t] * K);
+            const int64_t tap = ph.i[t] * s.kw + ph.j[t];
+            for (int64_t k = 0; k < K; ++k)
+                for (int64_t c = 0; c < s.c; ++c) {
+                    const uint16_t* e = weight + (2 * k * s.c + c) * taps + tap;
+                    w[p].push_back(word(e[0], 2 * k + 1 < s.o ? e[s.c * taps] : 0));
+                }
+        }
+    }
+    const Cut c = nhwc::cut(s.c, (s.w + s.sw - 1) / s.sw);
+    const TileFn* table = tile_table(c.v);
+    const int team = team_size(s.n, macs(s));
+    const size_t per_thread = size_t(plan.rows * plan.cols * o2);
+    std::vector<uint16_t> scratch(per_thread * size_t(team));
+    for_items(s.n, team, [&](int64_t n, int thread) {
+        uint16_t* pd = scratch.data() + per_thread * size_t(thread);
+        nhwc::pad_image(grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, plan.top, plan.left,
+                        plan.rows, plan.cols, o2, pd, flush);
+        const auto* dy = reinterpret_cast<const uint32_t*>(pd);
+        uint16_t* img = grad_input + n * s.h * s.w * s.c;
+        for (size_t p = 0; p < plan.phases.size(); ++p) {
+            const nhwc::Phase& ph = plan.phases[p];
+            const int64_t count = int64_t(off[p].size());
+            for (int64_t u = 0; u < ph.rows; ++u) {
+                uint16_t* y = img + ((u * s.sh + ph.a) * s.w + ph.b) * s.c;
+                if (count == 0) {
+                    for (int64_t v = 0; v < ph.cols; ++v)
+                        std::fill(y + v * s.sw * s.c, y + v * s.sw * s.c + s.c, uint16_t(0));
+                    continue;
+                }
+                row(c, table, ph.cols, dy + ((u + plan.top) * plan.cols + plan.left) * K, K,
+                    off[p].data(), count, K, w[p].data(), s.c, nullptr, y, s.sw * s.c);
+            }
+        }
+    });
+}
+
+void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* in,
+                 uint16_t* grad_weight) {
+    const int64_t taps = s.kh * s.kw, size = s.o * s.c * taps;
+    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw, pairs = (s.ow + 1) / 2;
+    // Per image, packed as words: grad_out's pixel pairs (2q, 2q + 1) [oh][pairs][o]
+    // and, per kernel column j, the input pixels those two outputs read
+    // [j][hp][pairs][c] (x at 2q·sw + j·dw and sw further; zero for a missing second).
+    const int64_t x_col = hp * pairs * s.c, x_image = s.kw * x_col, dy_image = s.oh * pairs * s.o;
+    const int64_t images = conv_detail::chunk_images(
+        s.n, (x_image + dy_image) * int64_t(sizeof(uint32_t)), kChunkBytes);
+    const int64_t chunks = (s.n + images - 1) / images;
+    const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kWeightAcc / v;
+    const WeightFn* table = cpu_bf16_native() ? weight_table<Native>(v) : weight_table<Emulated>(v);
+    // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
+    std::vector<float> partials(size_t(chunks * size));
+    const int team = team_size(chunks, macs(s));
+    const int64_t padded_words = (hp * wpx * s.c + 1) / 2;
+    const size_t per_thread = size_t((x_image + dy_image) * images + padded_words);
+    std::vector<uint32_t> scratch(per_thread * size_t(team));
+    for_items(chunks, team, [&](int64_t chunk, int thread) {
+        const int64_t n0 = chunk * images, m = std::min(s.n, n0 + images) - n0;
+        uint32_t* xp = scratch.data() + per_thread * size_t(thread);
+        uint32_t* dp = xp + x_image * images;
+        auto* padded = reinterpret_cast<uint16_t*>(dp + dy_image * images);
+        for (int64_t k = 0; k < m; ++k) {
+            nhwc::pad_image(in + (n0 + k) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx,
+                            s.c, padded, flush);
+            for (int64_t j = 0; j < s.kw; ++j) {
+                uint32_t* x = xp + k * x_image + j * x_col;
+                for (int64_t iy = 0; iy < hp; ++iy)
+                    for (int64_t q = 0; q < pairs; ++q) {
+                        const uint16_t* e = padded + (iy * wpx + 2 * q * s.sw + j * s.dw) * s.c;
+                        const bool second = 2 * q + 1 < s.ow;
+                        for (int64_t c = 0; c < s.c; ++c)
+                            x[(iy * pairs + q) * s.c + c] = word(e[c], second ? e[s.sw * s.c + c] : 0);
+                    }
+            }
+            const uint16_t* g = grad_out + (n0 + k) * s.oh * s.ow * s.o;
+            uint32_t* d = dp + k * dy_image;
+            for (int64_t oy = 0; oy < s.oh; ++oy)
+                for (int64_t q = 0; q < pairs; ++q) {
+                    const uint16_t* e = g + (oy * s.ow + 2 * q) * s.o;
+                    const bool second = 2 * q + 1 < s.ow;
+                    for (int64_t o = 0; o < s.o; ++o)
+                        d[(oy * pairs + q) * s.o + o] = word(e[o], second ? e[s.o + o] : 0);
+                }
+        }
+        float* part = partials.data() + chunk * size;
+        const int64_t xrow = s.sh * pairs * s.c;
+        for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t t = i * s.kw + j;
+                const uint32_t* xt = xp + j * x_col + i * s.dh * pairs * s.c;
+                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
+                    for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
+                        const int64_t r = std::min(rows, s.c - c0);
+                        table[r - 1](dp + o0, s.o, pairs * s.o, dy_image, xt + c0, s.c, xrow,
+                                     x_image, m, s.oh, pairs, part + (t * s.c + c0) * s.o + o0,
+                                     s.o);
+                    }
+            }
+    });
+    std::vector<float> total(static_cast<size_t>(size));
+    weight_tiles::finish(partials, chunks, s.o, s.c, taps, total.data());
+    for (int64_t e = 0; e < size; ++e) grad_weight[e] = float_to_bf16_bits(total[size_t(e)]);
+}
+
+}  // namespace ember::kernels::cpu::nhwc_bf16

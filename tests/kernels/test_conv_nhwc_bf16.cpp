@@ -1,0 +1,273 @@
+// Channels-last bf16 convolution (kernels/cpu/conv_nhwc_bf16.cpp): forward,
+// grad_input and grad_weight against naive f64 loops over the same bf16
+// values, within the bound of f32 sums of the accumulation length rounded
+// once to bf16; the VDPBF16PS tiles and their f32 emulation bit-identical;
+// 1, 2 and 3 threads bit-identical; subnormal operands read as zero; an Inf
+// the conv never reads at a tap kept out of that tap; the rule; and the
+// fronts running bf16 channels-last operands on these kernels.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/half.h"
+#include "core/settings.h"
+#include "kernels/conv.h"
+#include "kernels/cpu/conv_nhwc_bf16.h"
+#include "kernels/cpu/policy.h"
+#include "support/conv_cases.h"
+
+using namespace ember;
+using namespace ember::kernels;
+using namespace ember::test;
+using Case = ConvCase;
+using Bits = std::vector<uint16_t>;
+namespace bf = ember::kernels::cpu::nhwc_bf16;
+
+namespace {
+
+Bits random_bf16(int64_t count, uint64_t seed) {
+    const std::vector<float> f = random_floats(count, seed);
+    Bits b(f.size());
+    for (size_t e = 0; e < f.size(); ++e) b[e] = float_to_bf16_bits(f[e]);
+    return b;
+}
+double value(uint16_t b) { return double(bf16_bits_to_float(b)); }
+
+struct Outputs {
+    Bits out, dx, dw;
+};
+
+// The kernels that fit, on `threads` threads and the given bf16 path, into
+// NaN-poisoned buffers ([N, OH, OW, O], [N, H, W, C], [O, C, kH, kW]).
+Outputs run(const Conv2dShape& s, const Bits& x, const Bits& w, const uint16_t* bias,
+            const Bits& dy, int threads, CpuBf16 path) {
+    using bf::Pass;
+    const int saved = omp_get_max_threads();
+    const CpuBf16 saved_path = cpu_bf16();
+    omp_set_num_threads(threads);
+    set_cpu_bf16(path);
+    constexpr uint16_t nan = 0x7fc1;
+    Outputs r{Bits(dy.size(), nan), Bits(x.size(), nan), Bits(w.size(), nan)};
+    if (bf::fits(s, Pass::forward)) bf::forward(s, x.data(), w.data(), bias, r.out.data());
+    if (bf::fits(s, Pass::grad_input)) bf::grad_input(s, dy.data(), w.data(), r.dx.data());
+    if (bf::fits(s, Pass::grad_weight)) bf::grad_weight(s, dy.data(), x.data(), r.dw.data());
+    omp_set_num_threads(saved);
+    set_cpu_bf16(saved_path);
+    return r;
+}
+
+// got within the bound of f32 sums of `length` exact products rounded once
+// to bf16: 2^-8·|f32 sum| (the rounding: 8 significant bits) on top of (length + 1)·2^-24 of the
+// terms' magnitudes (the sums).
+void check_bf16(const Bits& got, const Ref& want, int64_t length, const char* what) {
+    REQUIRE(got.size() == want.value.size());
+    for (size_t e = 0; e < got.size(); ++e) {
+        const double sums = double(length + 1) * 0x1p-24 * want.mag[e];
+        const double bound = 0x1p-8 * (std::abs(want.value[e]) + sums) + sums + 1e-30;
+        const double err = std::abs(value(got[e]) - want.value[e]);
+        if (!(err <= bound)) {
+            INFO(what << " element " << e << ": got " << value(got[e]) << ", want "
+                      << want.value[e] << " (term magnitudes " << want.mag[e] << ")");
+            REQUIRE(err <= bound);
+        }
+    }
+}
+
+void check_reference(const Conv2dShape& s, const Bits& x, const Bits& w, const uint16_t* bias,
+                     const Bits& dy, const Outputs& got) {
+    using bf::Pass;
+    Ref out(dy.size()), dx(x.size()), dw(w.size());
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            for (int64_t ox = 0; ox < s.ow; ++ox)
+                for (int64_t o = 0; o < s.o; ++o) {
+                    const size_t oe = size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o);
+                    if (bias) out.add(oe, value(bias[o]));
+                    for (int64_t i = 0; i < s.kh; ++i)
+                        for (int64_t j = 0; j < s.kw; ++j) {
+                            const int64_t iy = oy * s.sh - s.ph + i * s.dh,
+                                          ix = ox * s.sw - s.pw + j * s.dw;
+                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                            for (int64_t c = 0; c < s.c; ++c) {
+                                const size_t xe = size_t(((n * s.h + iy) * s.w + ix) * s.c + c);
+                                const size_t we = size_t(((o * s.c + c) * s.kh + i) * s.kw + j);
+                                out.add(oe, value(x[xe]) * value(w[we]));
+                                dx.add(xe, value(dy[oe]) * value(w[we]));
+                                dw.add(we, value(dy[oe]) * value(x[xe]));
+                            }
+                        }
+                }
+    const int64_t taps = s.kh * s.kw;
+    if (bf::fits(s, Pass::forward)) check_bf16(got.out, out, s.c * taps, "forward");
+    if (bf::fits(s, Pass::grad_input)) check_bf16(got.dx, dx, s.o * taps, "grad_input");
+    if (bf::fits(s, Pass::grad_weight))
+        check_bf16(got.dw, dw, s.n * s.oh * s.ow, "grad_weight");
+}
+
+bool same(const Bits& a, const Bits& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 2) == 0;
+}
+
+// The paths this CPU can run: the emulation, and VDPBF16PS where it has it.
+std::vector<CpuBf16> paths() {
+    if (cpu_has_avx512_bf16()) return {CpuBf16::emulated, CpuBf16::native};
+    return {CpuBf16::emulated};
+}
+
+}  // namespace
+
+TEST_CASE("bf16 channels-last conv2d matches the definition", "[conv][nhwc][bf16]") {
+    if (!bf::fits(shape_of({1, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1, 1, 1}), bf::Pass::forward)) {
+        WARN("skipped: the bf16 convolutions need AVX-512F");
+        return;
+    }
+    const Case cases[] = {
+        // n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw
+        {2, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},  // resnet8's layer1: rows of two tiles
+        {2, 16, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1},  // layer2's first conv: stride 2
+        {3, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1},  // one 14-pixel tile per row
+        {2, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1},  // four output vectors; odd rows (7)
+        {2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1},    // layer3: 7-pixel rows, a lone last pixel
+        {2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},   // the stem: one channel, paired with zero
+        {1, 8, 9, 23, 48, 3, 3, 1, 1, 1, 1, 1, 1},    // three vectors; 23 = 9 + 9 + 5 pixels
+        {2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1, 1},  // 1×1 strided shortcut, no padding
+        {1, 12, 11, 13, 16, 3, 5, 3, 2, 2, 1, 1, 1},  // non-square kernel, stride 3 × 2
+        {1, 8, 12, 12, 16, 3, 3, 1, 1, 2, 2, 2, 2},   // dilation 2
+        {1, 5, 6, 5, 32, 5, 3, 1, 1, 3, 0, 1, 1},     // padding > kernel / 2, odd channels
+        {2, 16, 3, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},    // one-pixel rows
+        {1, 24, 4, 40, 64, 2, 2, 1, 1, 0, 0, 1, 1},   // even kernel; 40 = 7 + ... + 5 pixels
+        {1, 16, 7, 9, 16, 1, 1, 3, 3, 0, 0, 1, 1},    // 1×1 at stride 3: phases no tap reaches
+        {1, 32, 9, 8, 16, 2, 2, 2, 2, 0, 0, 1, 1},    // stride = kernel: one tap per phase
+        {20, 16, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1},   // several grad_weight chunks
+        {1, 16, 5, 5, 17, 3, 3, 1, 1, 1, 1, 1, 1},    // odd output channels (grad_input's pairs)
+    };
+    uint64_t seed = 7100;
+    for (const Case& k : cases) {
+        const Conv2dShape s = shape_of(k);
+        INFO(describe(k));
+        REQUIRE(bf::fits(s, bf::Pass::forward) == (k.o % 16 == 0));
+        REQUIRE(bf::fits(s, bf::Pass::grad_weight) == (k.o % 16 == 0));
+        REQUIRE(bf::fits(s, bf::Pass::grad_input) == (k.c % 16 == 0));
+        const Bits x = random_bf16(s.n * s.h * s.w * s.c, ++seed);
+        const Bits w = random_bf16(s.o * s.c * s.kh * s.kw, ++seed);
+        const Bits b = random_bf16(s.o, ++seed);
+        const Bits dy = random_bf16(s.n * s.oh * s.ow * s.o, ++seed);
+        for (const uint16_t* bias : {b.data(), static_cast<const uint16_t*>(nullptr)}) {
+            INFO((bias ? "bias" : "no bias"));
+            const Outputs one = run(s, x, w, bias, dy, 1, CpuBf16::emulated);
+            check_reference(s, x, w, bias, dy, one);
+            for (CpuBf16 path : paths())
+                for (int threads : {1, 2, 3}) {
+                    INFO(threads << " threads, " << (path == CpuBf16::native ? "native" : "emulated"));
+                    const Outputs many = run(s, x, w, bias, dy, threads, path);
+                    REQUIRE(same(many.out, one.out));
+                    REQUIRE(same(many.dx, one.dx));
+                    REQUIRE(same(many.dw, one.dw));
+                }
+        }
+    }
+}
+
+TEST_CASE("bf16 channels-last conv2d reads subnormals as zero and keeps an unread Inf out",
+          "[conv][nhwc][bf16]") {
+    // 7-pixel rows at stride 2 with a 3-wide kernel: 3 outputs per row, so
+    // the last output pairs with nothing, and column 6 is read by tap j = 2 only.
+    const Conv2dShape s = shape_of({1, 16, 3, 7, 16, 1, 3, 1, 2, 0, 0, 1, 1});
+    if (!bf::fits(s, bf::Pass::forward)) {
+        WARN("skipped: the bf16 convolutions need AVX-512F");
+        return;
+    }
+    REQUIRE(s.ow == 3);
+    Bits x = random_bf16(s.h * s.w * s.c, 7201);
+    const Bits w = random_bf16(s.o * s.c * s.kw, 7202);
+    const Bits dy = random_bf16(s.oh * s.ow * s.o, 7203);
+    for (CpuBf16 path : paths()) {
+        INFO((path == CpuBf16::native ? "native" : "emulated"));
+        // A subnormal operand gives the result of a zero there.
+        Bits sub = x, zero = x;
+        sub[5] = 0x0003;
+        zero[5] = 0x0000;
+        REQUIRE(same(run(s, sub, w, nullptr, dy, 1, path).out,
+                     run(s, zero, w, nullptr, dy, 1, path).out));
+        REQUIRE(same(run(s, sub, w, nullptr, dy, 1, path).dw,
+                     run(s, zero, w, nullptr, dy, 1, path).dw));
+        // +Inf at column 6, channel 0 of every row: only tap j = 2's gradient sees it.
+        Bits inf = x;
+        for (int64_t y = 0; y < s.h; ++y) inf[size_t((y * s.w + 6) * s.c)] = 0x7f80;
+        const Bits dw = run(s, inf, w, nullptr, dy, 1, path).dw;
+        for (int64_t o = 0; o < s.o; ++o)
+            for (int64_t j = 0; j < s.kw; ++j) {
+                const double g = value(dw[size_t((o * s.c + 0) * s.kw + j)]);
+                INFO("o " << o << " j " << j << ": " << g);
+                REQUIRE(std::isfinite(g) == (j != 2));
+            }
+    }
+}
+
+TEST_CASE("bf16 channels-last conv2d's rule", "[conv][nhwc][bf16]") {
+    using bf::Pass;
+    const Conv2dShape base = shape_of({2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1});
+    if (!bf::fits(base, Pass::forward)) {
+        WARN("skipped: the bf16 convolutions need AVX-512F");
+        return;
+    }
+    for (Pass p : {Pass::forward, Pass::grad_input, Pass::grad_weight}) REQUIRE(bf::fits(base, p));
+    Conv2dShape s = base;
+    s.o = 24;
+    REQUIRE_FALSE(bf::fits(s, Pass::forward));
+    REQUIRE_FALSE(bf::fits(s, Pass::grad_weight));
+    REQUIRE(bf::fits(s, Pass::grad_input));
+    s = base;
+    s.groups = 2;
+    for (Pass p : {Pass::forward, Pass::grad_input, Pass::grad_weight}) REQUIRE_FALSE(bf::fits(s, p));
+    s = base;
+    s.c = 80;
+    REQUIRE_FALSE(bf::fits(s, Pass::forward));
+    // The plan: bf16 channels-last on these kernels; bf16 NCHW and f16 through f32.
+    REQUIRE(cpu::conv2d_plan(base, DType::bf16, true).compute == DType::bf16);
+    REQUIRE(cpu::conv2d_plan(base, DType::bf16, true).channels_last);
+    REQUIRE(cpu::conv2d_plan(base, DType::bf16, false).compute == DType::f32);
+    REQUIRE(cpu::conv2d_plan(base, DType::f16, true).compute == DType::f32);
+    REQUIRE(cpu::conv2d_backward_plan(base, DType::bf16, true, true, true).compute == DType::bf16);
+}
+
+TEST_CASE("conv2d and conv2d_backward of bf16 channels-last operands", "[conv][nhwc][bf16]") {
+    struct Front {
+        Shape x, w;
+        Int2 stride, padding;
+    };
+    // The kernels' shapes; one whose grad_input they do not take (C = 8: through f32).
+    const Front fronts[] = {{{3, 16, 9, 9}, {32, 16, 3, 3}, {2, 2}, {1, 1}},
+                            {{2, 32, 6, 5}, {16, 32, 1, 1}, {1, 1}, {0, 0}},
+                            {{2, 8, 7, 7}, {16, 8, 3, 3}, {1, 1}, {1, 1}}};
+    uint64_t seed = 7300;
+    for (const Front& f : fronts) {
+        INFO(shape_str(f.x) << " * " << shape_str(f.w));
+        const Tensor x = test::random_tensor(f.x, DType::bf16, ++seed);
+        const Tensor w = test::random_tensor(f.w, DType::bf16, ++seed);
+        const Tensor b = test::random_tensor({f.w[0]}, DType::bf16, ++seed);
+        const Tensor cl = x.contiguous(MemoryFormat::channels_last);
+        // The f32 conv of the same values, rounded once: what bf16 should give.
+        const Tensor want = kernels::conv2d(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32),
+                                            f.stride, f.padding);
+        const Tensor got = kernels::conv2d(cl, w, b, f.stride, f.padding);
+        REQUIRE(got.dtype() == DType::bf16);
+        REQUIRE(got.is_contiguous(MemoryFormat::channels_last));
+        test::check_close(got.to(DType::f32), want, 1e-2, 1e-2);
+
+        const Tensor dy = test::random_tensor(want.shape(), DType::bf16, ++seed);
+        const Conv2dGrads g32 =
+            kernels::conv2d_backward(dy.to(DType::f32), x.to(DType::f32), w.to(DType::f32),
+                                     f.stride, f.padding, {1, 1}, 1, {true, true, true});
+        const Conv2dGrads g = kernels::conv2d_backward(
+            dy.contiguous(MemoryFormat::channels_last), cl, w, f.stride, f.padding, {1, 1}, 1,
+            {true, true, true});
+        REQUIRE(g.input.dtype() == DType::bf16);
+        REQUIRE(g.input.is_contiguous(MemoryFormat::channels_last));
+        test::check_close(g.input.to(DType::f32), g32.input, 1e-2, 1e-2);
+        test::check_close(g.weight.to(DType::f32), g32.weight, 1e-2, 1e-2);
+        test::check_close(g.bias.to(DType::f32), g32.bias, 1e-2, 1e-2);
+    }
+}
