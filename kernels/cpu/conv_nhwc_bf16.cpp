@@ -68,8 +68,11 @@ using uvec = uint32_t __attribute__((vector_size(64)));
 constexpr int64_t kMaxChannels = 64;         // as the f32 kernels (bench/RESULTS.md)
 constexpr int64_t kChunkBytes = 768 << 10;  // a grad_weight chunk's packed data: within L2
 
-// A bf16's bits with a subnormal read as zero (VDPBF16PS's rule).
-uint16_t flush(uint16_t b) { return (b & 0x7f80) == 0 ? uint16_t(b & 0x8000) : b; }
+// A bf16's bits with a subnormal read as zero (VDPBF16PS's rule). A lambda,
+// so that the copies that apply it inline it and vectorize.
+constexpr auto flush = [](uint16_t b) -> uint16_t {
+    return (b & 0x7f80) == 0 ? uint16_t(b & 0x8000) : b;
+};
 
 // The two kinds of dot step: acc[i] += hi(x)·hi(w[i]), then += lo(x)·lo(w[i]).
 struct Native {
@@ -172,9 +175,6 @@ const TileFn* tile_table(int v) {
             return t1.data();
     }
 }
-const TileFn* tile_table(int v) {
-    return cpu_bf16_native() ? tile_table<Native>(v) : tile_table<Emulated>(v);
-}
 
 // One row of `width` outputs of n channels: pixel p reads words x + p·ps
 // (taps at off, K pairs reduced) and writes y + p·ys.
@@ -192,16 +192,46 @@ void row(const Cut& c, const TileFn* table, int64_t width, const uint32_t* x, in
 // A word of two bf16: lo the even element, hi the odd one.
 uint32_t word(uint16_t lo, uint16_t hi) { return uint32_t(flush(lo)) | uint32_t(flush(hi)) << 16; }
 
+// The copies the tiles read: subnormals flushed for the emulation only
+// (VDPBF16PS reads them as zero itself), so the native path copies plainly.
+constexpr auto keep = [](uint16_t b) { return b; };
+void pad_copy(bool native, const uint16_t* src, int64_t rows, int64_t cols, int64_t ch,
+              int64_t top, int64_t left, int64_t prows, int64_t pcols, int64_t pch,
+              uint16_t* dst) {
+    if (native)
+        nhwc::pad_image(src, rows, cols, ch, top, left, prows, pcols, pch, dst, keep);
+    else
+        nhwc::pad_image(src, rows, cols, ch, top, left, prows, pcols, pch, dst, flush);
+}
+
+// d[(oy·pairs + q)·o + j] = the word of g's pixels (2q, 2q + 1) of row oy at
+// channel j (zero for a missing second), each half through put.
+template <class Put>
+void pack_pixel_pairs(const uint16_t* g, int64_t oh, int64_t ow, int64_t o, uint32_t* d, Put put) {
+    const int64_t pairs = (ow + 1) / 2;
+    for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t q = 0; q < pairs; ++q) {
+            const uint16_t* e = g + (oy * ow + 2 * q) * o;
+            uint32_t* out = d + (oy * pairs + q) * o;
+            if (2 * q + 1 < ow)
+                for (int64_t j = 0; j < o; ++j)
+                    out[j] = uint32_t(put(e[j])) | uint32_t(put(e[o + j])) << 16;
+            else
+                for (int64_t j = 0; j < o; ++j) out[j] = uint32_t(put(e[j]));
+        }
+}
+
 int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
 
-// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r] ⊙ dy[m·dy_image + oy·dy_row + q·O + 16v]
+// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r·rs] ⊙ dy[m·dy_image + oy·dy_row + q·O + 16v]
 // (words of pixel pairs), then out[r·ldo + 16v] = acc (f32).
 template <class Dot, int V, int R>
 __attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* dy, int64_t O,
                                                     int64_t dy_row, int64_t dy_image,
-                                                    const uint32_t* x, int64_t xs, int64_t xrow,
-                                                    int64_t x_image, int64_t images, int64_t oh,
-                                                    int64_t pairs, float* out, int64_t ldo) {
+                                                    const uint32_t* x, int64_t rs, int64_t xs,
+                                                    int64_t xrow, int64_t x_image, int64_t images,
+                                                    int64_t oh, int64_t pairs, float* out,
+                                                    int64_t ldo) {
     fvec acc[R][V] = {};
     for (int64_t m = 0; m < images; ++m)
         for (int64_t oy = 0; oy < oh; ++oy) {
@@ -214,7 +244,7 @@ __attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* d
 #pragma GCC unroll 24
                 for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-                    for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xr + r, dv[v]);
+                    for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xr + r * rs, dv[v]);
             }
         }
     for (int r = 0; r < R; ++r)
@@ -250,6 +280,7 @@ bool fits(const Conv2dShape& s, Pass pass) {
 void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
              const uint16_t* bias, uint16_t* out) {
     const int64_t taps = s.kh * s.kw, K = (s.c + 1) / 2, c2 = 2 * K;
+    const bool native = cpu_bf16_native();
     // wp[t][k][o] = the word of weight[o][2k][t] and weight[o][2k + 1][t] (zero past c).
     std::vector<uint32_t> wp(size_t(taps * K * s.o));
     for (int64_t t = 0; t < taps; ++t)
@@ -265,14 +296,14 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
     for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * wpx + j * s.dw) * K;
     const Cut c = nhwc::cut(s.o, s.ow);
-    const TileFn* table = tile_table(c.v);
+    const TileFn* table = native ? tile_table<Native>(c.v) : tile_table<Emulated>(c.v);
     const int team = team_size(s.n, macs(s));
     // Every image is copied: padded, to an even channel count, subnormals flushed.
     const size_t per_thread = size_t(hp * wpx * c2);
     std::vector<uint16_t> scratch(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
         uint16_t* p = scratch.data() + per_thread * size_t(thread);
-        nhwc::pad_image(in + n * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, c2, p, flush);
+        pad_copy(native, in + n * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, c2, p);
         const auto* img = reinterpret_cast<const uint32_t*>(p);
         for (int64_t oy = 0; oy < s.oh; ++oy)
             row(c, table, s.ow, img + oy * s.sh * wpx * K, s.sw * K, off.data(), taps, K, wp.data(),
@@ -284,6 +315,7 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
                 uint16_t* grad_input) {
     const nhwc::Phases plan = nhwc::grad_input_phases(s);
     const int64_t K = (s.o + 1) / 2, o2 = 2 * K, taps = s.kh * s.kw;
+    const bool native = cpu_bf16_native();
     // Per phase: words [t][k][c] of weight[2k][c][tap] and weight[2k + 1][c][tap], and offsets.
     std::vector<std::vector<uint32_t>> w(plan.phases.size());
     std::vector<std::vector<int64_t>> off(plan.phases.size());
@@ -300,14 +332,14 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
         }
     }
     const Cut c = nhwc::cut(s.c, (s.w + s.sw - 1) / s.sw);
-    const TileFn* table = tile_table(c.v);
+    const TileFn* table = native ? tile_table<Native>(c.v) : tile_table<Emulated>(c.v);
     const int team = team_size(s.n, macs(s));
     const size_t per_thread = size_t(plan.rows * plan.cols * o2);
     std::vector<uint16_t> scratch(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
         uint16_t* pd = scratch.data() + per_thread * size_t(thread);
-        nhwc::pad_image(grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, plan.top, plan.left,
-                        plan.rows, plan.cols, o2, pd, flush);
+        pad_copy(native, grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, plan.top, plan.left,
+                 plan.rows, plan.cols, o2, pd);
         const auto* dy = reinterpret_cast<const uint32_t*>(pd);
         uint16_t* img = grad_input + n * s.h * s.w * s.c;
         for (size_t p = 0; p < plan.phases.size(); ++p) {
@@ -339,7 +371,8 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
         s.n, (x_image + dy_image) * int64_t(sizeof(uint32_t)), kChunkBytes);
     const int64_t chunks = (s.n + images - 1) / images;
     const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kWeightAcc / v;
-    const WeightFn* table = cpu_bf16_native() ? weight_table<Native>(v) : weight_table<Emulated>(v);
+    const bool native = cpu_bf16_native();
+    const WeightFn* table = native ? weight_table<Native>(v) : weight_table<Emulated>(v);
     // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
     std::vector<float> partials(size_t(chunks * size));
     const int team = team_size(chunks, macs(s));
@@ -352,30 +385,39 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
         uint32_t* dp = xp + x_image * images;
         auto* padded = reinterpret_cast<uint16_t*>(dp + dy_image * images);
         for (int64_t k = 0; k < m; ++k) {
-            nhwc::pad_image(in + (n0 + k) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx,
-                            s.c, padded, flush);
+            pad_copy(native, in + (n0 + k) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx,
+                     s.c, padded);
             for (int64_t j = 0; j < s.kw; ++j) {
                 uint32_t* x = xp + k * x_image + j * x_col;
                 for (int64_t iy = 0; iy < hp; ++iy)
                     for (int64_t q = 0; q < pairs; ++q) {
                         const uint16_t* e = padded + (iy * wpx + 2 * q * s.sw + j * s.dw) * s.c;
-                        const bool second = 2 * q + 1 < s.ow;
-                        for (int64_t c = 0; c < s.c; ++c)
-                            x[(iy * pairs + q) * s.c + c] = word(e[c], second ? e[s.sw * s.c + c] : 0);
+                        uint32_t* out = x + (iy * pairs + q) * s.c;
+                        if (2 * q + 1 < s.ow)
+                            for (int64_t c = 0; c < s.c; ++c)
+                                out[c] = uint32_t(e[c]) | uint32_t(e[s.sw * s.c + c]) << 16;
+                        else
+                            for (int64_t c = 0; c < s.c; ++c) out[c] = e[c];
                     }
             }
             const uint16_t* g = grad_out + (n0 + k) * s.oh * s.ow * s.o;
-            uint32_t* d = dp + k * dy_image;
-            for (int64_t oy = 0; oy < s.oh; ++oy)
-                for (int64_t q = 0; q < pairs; ++q) {
-                    const uint16_t* e = g + (oy * s.ow + 2 * q) * s.o;
-                    const bool second = 2 * q + 1 < s.ow;
-                    for (int64_t o = 0; o < s.o; ++o)
-                        d[(oy * pairs + q) * s.o + o] = word(e[o], second ? e[s.o + o] : 0);
-                }
+            if (native)
+                pack_pixel_pairs(g, s.oh, s.ow, s.o, dp + k * dy_image, keep);
+            else
+                pack_pixel_pairs(g, s.oh, s.ow, s.o, dp + k * dy_image, flush);
         }
         float* part = partials.data() + chunk * size;
         const int64_t xrow = s.sh * pairs * s.c;
+        if (s.c == 1 && s.kw <= rows) {
+            // One channel (a stem): the tile's rows are a kernel row's taps,
+            // one packed plane (x_col) apart.
+            for (int64_t i = 0; i < s.kh; ++i)
+                for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
+                    table[s.kw - 1](dp + o0, s.o, pairs * s.o, dy_image, xp + i * s.dh * pairs,
+                                    x_col, 1, xrow, x_image, m, s.oh, pairs,
+                                    part + i * s.kw * s.o + o0, s.o);
+            return;
+        }
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
                 const int64_t t = i * s.kw + j;
@@ -383,9 +425,9 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
                     for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
                         const int64_t r = std::min(rows, s.c - c0);
-                        table[r - 1](dp + o0, s.o, pairs * s.o, dy_image, xt + c0, s.c, xrow,
-                                     x_image, m, s.oh, pairs, part + (t * s.c + c0) * s.o + o0,
-                                     s.o);
+                        table[r - 1](dp + o0, s.o, pairs * s.o, dy_image, xt + c0, 1, s.c,
+                                     xrow, x_image, m, s.oh, pairs,
+                                     part + (t * s.c + c0) * s.o + o0, s.o);
                     }
             }
     });
