@@ -138,7 +138,7 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
     for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * wpx + j * s.dw) * K;
     const Cut c = nhwc::cut(s.o, s.ow);
-    const TileFn* table = tile_table(native, c.v);
+    const TileFn* table = tile_table(native, c.v, s.sw * K);
     const int team = team_size(s.n, macs(s));
     // Every image is copied: padded, to an even channel count, subnormals flushed.
     const size_t per_thread = size_t(hp * wpx * c2);
@@ -174,7 +174,7 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
         }
     }
     const Cut c = nhwc::cut(s.c, (s.w + s.sw - 1) / s.sw);
-    const TileFn* table = tile_table(native, c.v);
+    const TileFn* table = tile_table(native, c.v, K);
     const int team = team_size(s.n, macs(s));
     const size_t per_thread = size_t(plan.rows * plan.cols * o2);
     std::vector<uint16_t> scratch(per_thread * size_t(team));

@@ -80,12 +80,17 @@ __attribute__((target("avx512f"))) void store_bf16(uint16_t* p, fvec v) {
 }
 
 // acc[r][v] = bias[16v ..] + Σ_t Σ_{k<K} x[r·ps + off[t] + k] ⊙ w[t·K·O + k·O + 16v ..]
-// (words of pairs), then y[r·ys + 16v ..] = bf16(acc). bias may be null (zero).
-template <class Dot, int R, int V>
-__attribute__((target("avx512f,avx512bf16"))) void tile(const uint32_t* x, int64_t ps, const int64_t* off,
-                                             int64_t taps, int64_t K, const uint32_t* w,
-                                             int64_t O, const float* bias, uint16_t* y,
-                                             int64_t ys) {
+// (words of pairs), then y[r·ys + 16v ..] = bf16(acc). bias may be null
+// (zero). PS > 0: ps is PS, known here, so the R pixels' words are at fixed
+// offsets from one pointer (a runtime ps needs a register per pixel, more
+// than x86-64 has for 14 pixels).
+template <class Dot, int R, int V, int PS>
+__attribute__((target("avx512f,avx512bf16"))) void tile(const uint32_t* x, int64_t ps,
+                                                        const int64_t* off, int64_t taps,
+                                                        int64_t K, const uint32_t* w, int64_t O,
+                                                        const float* bias, uint16_t* y,
+                                                        int64_t ys) {
+    const int64_t step = PS > 0 ? PS : ps;
     fvec acc[R][V];
     for (int v = 0; v < V; ++v) {
         fvec b = {};
@@ -102,33 +107,38 @@ __attribute__((target("avx512f,avx512bf16"))) void tile(const uint32_t* x, int64
 #pragma GCC unroll 14
             for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-                for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xt + r * ps + k, wv[v]);
+                for (int v = 0; v < V; ++v) Dot::dot(acc[r][v], xt + r * step + k, wv[v]);
         }
     }
     for (int r = 0; r < R; ++r)
         for (int v = 0; v < V; ++v) store_bf16(y + r * ys + kLanes * v, acc[r][v]);
 }
 
-template <class Dot, int V, int... R>
+template <class Dot, int V, int PS, int... R>
 constexpr std::array<TileFn, sizeof...(R)> tiles(std::integer_sequence<int, R...>) {
-    return {&tile<Dot, R + 1, V>...};
+    return {&tile<Dot, R + 1, V, PS>...};
 }
-// tile<Dot, R, v> for R = 1 .. kMaxR[v], indexed by R − 1.
+template <class Dot, int V, int PS>
+constexpr auto kTiles = tiles<Dot, V, PS>(std::make_integer_sequence<int, kMaxR[V]>{});
+
+// tile<Dot, R, v, PS> for R = 1 .. kMaxR[v], indexed by R − 1: with the
+// pixel step fixed where it is 8 or 16 words (16 or 32 channels, or 16 at
+// stride 2) and the tile 14 pixels wide (v ≤ 2).
 template <class Dot>
-const TileFn* table_of(int v) {
-    static constexpr auto t1 = tiles<Dot, 1>(std::make_integer_sequence<int, kMaxR[1]>{});
-    static constexpr auto t2 = tiles<Dot, 2>(std::make_integer_sequence<int, kMaxR[2]>{});
-    static constexpr auto t3 = tiles<Dot, 3>(std::make_integer_sequence<int, kMaxR[3]>{});
-    static constexpr auto t4 = tiles<Dot, 4>(std::make_integer_sequence<int, kMaxR[4]>{});
+const TileFn* table_of(int v, int64_t ps) {
     switch (v) {
         case 4:
-            return t4.data();
+            return kTiles<Dot, 4, 0>.data();
         case 3:
-            return t3.data();
+            return kTiles<Dot, 3, 0>.data();
         case 2:
-            return t2.data();
+            return ps == 8    ? kTiles<Dot, 2, 8>.data()
+                   : ps == 16 ? kTiles<Dot, 2, 16>.data()
+                              : kTiles<Dot, 2, 0>.data();
         default:
-            return t1.data();
+            return ps == 8    ? kTiles<Dot, 1, 8>.data()
+                   : ps == 16 ? kTiles<Dot, 1, 16>.data()
+                              : kTiles<Dot, 1, 0>.data();
     }
 }
 
@@ -178,8 +188,8 @@ const WeightFn* weight_table_of(int64_t v) {
 
 }  // namespace
 
-const TileFn* tile_table(bool native, int v) {
-    return native ? table_of<Native>(v) : table_of<Emulated>(v);
+const TileFn* tile_table(bool native, int v, int64_t ps) {
+    return native ? table_of<Native>(v, ps) : table_of<Emulated>(v, ps);
 }
 
 const WeightFn* weight_table(bool native, int64_t v) {

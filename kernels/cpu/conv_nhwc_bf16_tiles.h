@@ -17,9 +17,9 @@ namespace ember::kernels::cpu::nhwc_bf16 {
 using TileFn = void (*)(const uint32_t* x, int64_t ps, const int64_t* off, int64_t taps,
                         int64_t K, const uint32_t* w, int64_t O, const float* bias, uint16_t* y,
                         int64_t ys);
-/// The tiles of v vectors (1–4), indexed by pixels − 1 (up to nhwc::kMaxR[v]):
-/// VDPBF16PS where `native`, else its emulation.
-const TileFn* tile_table(bool native, int v);
+/// The tiles of v vectors (1–4), indexed by pixels − 1 (up to nhwc::kMaxR[v]),
+/// for calls with pixel step ps: VDPBF16PS where `native`, else its emulation.
+const TileFn* tile_table(bool native, int v, int64_t ps);
 
 /// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r·rs] ⊙
 /// dy[m·dy_image + oy·dy_row + q·O + 16v] over words of pixel pairs, then
