@@ -13,12 +13,12 @@
 //          packed [tap][c/2][o] as words (the pair of channels in one word).
 //        - grad_input: output channels (o, o + 1) of grad_out, the same way,
 //          per stride phase (conv_nhwc_plan.h), weights [tap][o/2][c].
-//        - grad_weight: pixels. grad_out is packed [n][oy][ox/2][o] with the
-//          pixels (2q, 2q + 1) of a row in one word (an odd row's last pixel
-//          paired with zero), and per kernel column j the padded input
-//          [n][j][iy][q][c] with the two pixels those outputs read at j
-//          (2q·sw + j·dw and sw further; zero for a missing second, so no
-//          Inf of an unread pixel meets a zero).
+//        - grad_weight: images. The padded inputs of images (2p, 2p + 1)
+//          are interleaved into one [hp][wp][c] plane of words, and their
+//          grad_outs into [oh][ow][o] (an odd batch's last image paired
+//          with zeros): every tap reads a pair at the same pixels, so one
+//          packing per image pair serves all taps, and the tile steps over
+//          output pixels as the f32 one does.
 // Tiles: as the f32 kernels (R pixels × V vectors of 16 output channels;
 //        grad_weight R input channels × V vectors of output channels), on
 //        VDPBF16PS or its f32 emulation: kernels/cpu/conv_nhwc_bf16_tiles.cpp.
@@ -92,21 +92,13 @@ void pad_copy(bool native, const uint16_t* src, int64_t rows, int64_t cols, int6
         nhwc::pad_image(src, rows, cols, ch, top, left, prows, pcols, pch, dst, flush);
 }
 
-// d[(oy·pairs + q)·o + j] = the word of g's pixels (2q, 2q + 1) of row oy at
-// channel j (zero for a missing second), each half through put.
+// d[e] = the word of a[e] and b[e] (b null: zero), each half through put.
 template <class Put>
-void pack_pixel_pairs(const uint16_t* g, int64_t oh, int64_t ow, int64_t o, uint32_t* d, Put put) {
-    const int64_t pairs = (ow + 1) / 2;
-    for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t q = 0; q < pairs; ++q) {
-            const uint16_t* e = g + (oy * ow + 2 * q) * o;
-            uint32_t* out = d + (oy * pairs + q) * o;
-            if (2 * q + 1 < ow)
-                for (int64_t j = 0; j < o; ++j)
-                    out[j] = uint32_t(put(e[j])) | uint32_t(put(e[o + j])) << 16;
-            else
-                for (int64_t j = 0; j < o; ++j) out[j] = uint32_t(put(e[j]));
-        }
+void interleave(const uint16_t* a, const uint16_t* b, int64_t count, uint32_t* d, Put put) {
+    if (b)
+        for (int64_t e = 0; e < count; ++e) d[e] = uint32_t(put(a[e])) | uint32_t(put(b[e])) << 16;
+    else
+        for (int64_t e = 0; e < count; ++e) d[e] = uint32_t(put(a[e]));
 }
 
 int64_t macs(const Conv2dShape& s) { return s.n * s.o * s.oh * s.ow * s.c * s.kh * s.kw; }
@@ -204,72 +196,65 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
 void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* in,
                  uint16_t* grad_weight) {
     const int64_t taps = s.kh * s.kw, size = s.o * s.c * taps;
-    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw, pairs = (s.ow + 1) / 2;
-    // Per image, packed as words: grad_out's pixel pairs (2q, 2q + 1) [oh][pairs][o]
-    // and, per kernel column j, the input pixels those two outputs read
-    // [j][hp][pairs][c] (x at 2q·sw + j·dw and sw further; zero for a missing second).
-    const int64_t x_col = hp * pairs * s.c, x_image = s.kw * x_col, dy_image = s.oh * pairs * s.o;
-    const int64_t images = conv_detail::chunk_images(
-        s.n, (x_image + dy_image) * int64_t(sizeof(uint32_t)), kChunkBytes);
-    const int64_t chunks = (s.n + images - 1) / images;
+    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw, pairs = (s.n + 1) / 2;
+    // Per pair of images (2p, 2p + 1), packed as words (the second zero past
+    // the batch): the padded inputs [hp][wpx][c] and grad_outs [oh][ow][o].
+    // Every tap reads the pair at the same pixels, so one packing serves all.
+    const int64_t x_image = hp * wpx * s.c, dy_image = s.oh * s.ow * s.o;
+    const int64_t per_chunk = conv_detail::chunk_images(
+        pairs, (x_image + dy_image) * int64_t(sizeof(uint32_t)), kChunkBytes);
+    const int64_t chunks = (pairs + per_chunk - 1) / per_chunk;
     const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kWeightRows / v;
     const bool native = cpu_bf16_native();
     const WeightFn* table = weight_table(native, v);
     // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
     std::vector<float> partials(size_t(chunks * size));
     const int team = team_size(chunks, macs(s));
-    const int64_t padded_words = (hp * wpx * s.c + 1) / 2;
-    const size_t per_thread = size_t((x_image + dy_image) * images + padded_words);
+    const int64_t padded = hp * wpx * s.c;  // bf16 halves of one padded image
+    const size_t per_thread = size_t((x_image + dy_image) * per_chunk + padded);
     std::vector<uint32_t> scratch(per_thread * size_t(team));
     for_items(chunks, team, [&](int64_t chunk, int thread) {
-        const int64_t n0 = chunk * images, m = std::min(s.n, n0 + images) - n0;
+        const int64_t p0 = chunk * per_chunk, m = std::min(pairs, p0 + per_chunk) - p0;
         uint32_t* xp = scratch.data() + per_thread * size_t(thread);
-        uint32_t* dp = xp + x_image * images;
-        auto* padded = reinterpret_cast<uint16_t*>(dp + dy_image * images);
+        uint32_t* dp = xp + x_image * per_chunk;
+        // Two padded images, halves of the last per_thread words.
+        auto* pad0 = reinterpret_cast<uint16_t*>(dp + dy_image * per_chunk);
+        uint16_t* pad1 = pad0 + padded;
         for (int64_t k = 0; k < m; ++k) {
-            pad_copy(native, in + (n0 + k) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx,
-                     s.c, padded);
-            for (int64_t j = 0; j < s.kw; ++j) {
-                uint32_t* x = xp + k * x_image + j * x_col;
-                for (int64_t iy = 0; iy < hp; ++iy)
-                    for (int64_t q = 0; q < pairs; ++q) {
-                        const uint16_t* e = padded + (iy * wpx + 2 * q * s.sw + j * s.dw) * s.c;
-                        uint32_t* out = x + (iy * pairs + q) * s.c;
-                        if (2 * q + 1 < s.ow)
-                            for (int64_t c = 0; c < s.c; ++c)
-                                out[c] = uint32_t(e[c]) | uint32_t(e[s.sw * s.c + c]) << 16;
-                        else
-                            for (int64_t c = 0; c < s.c; ++c) out[c] = e[c];
-                    }
-            }
-            const uint16_t* g = grad_out + (n0 + k) * s.oh * s.ow * s.o;
+            const int64_t n = 2 * (p0 + k);
+            const bool second = n + 1 < s.n;
+            for (int64_t e = 0; e < 1 + int64_t(second); ++e)
+                pad_copy(native, in + (n + e) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp,
+                         wpx, s.c, e == 0 ? pad0 : pad1);
+            interleave(pad0, second ? pad1 : nullptr, x_image, xp + k * x_image, keep);
+            const uint16_t* g = grad_out + n * dy_image;
+            const uint16_t* g1 = second ? g + dy_image : nullptr;
             if (native)
-                pack_pixel_pairs(g, s.oh, s.ow, s.o, dp + k * dy_image, keep);
+                interleave(g, g1, dy_image, dp + k * dy_image, keep);
             else
-                pack_pixel_pairs(g, s.oh, s.ow, s.o, dp + k * dy_image, flush);
+                interleave(g, g1, dy_image, dp + k * dy_image, flush);
         }
         float* part = partials.data() + chunk * size;
-        const int64_t xrow = s.sh * pairs * s.c;
+        const int64_t xs = s.sw * s.c, xrow = s.sh * wpx * s.c, dy_row = s.ow * s.o;
         if (s.c == 1 && s.kw <= rows) {
             // One channel (a stem): the tile's rows are a kernel row's taps,
-            // one packed plane (x_col) apart.
+            // dw pixels apart.
             for (int64_t i = 0; i < s.kh; ++i)
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
-                    table[s.kw - 1](dp + o0, s.o, pairs * s.o, dy_image, xp + i * s.dh * pairs,
-                                    x_col, 1, xrow, x_image, m, s.oh, pairs,
-                                    part + i * s.kw * s.o + o0, s.o);
+                    table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * wpx, s.dw, xs,
+                                    xrow, x_image, m, s.oh, s.ow, part + i * s.kw * s.o + o0,
+                                    s.o);
             return;
         }
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
                 const int64_t t = i * s.kw + j;
-                const uint32_t* xt = xp + j * x_col + i * s.dh * pairs * s.c;
+                const uint32_t* xt = xp + (i * s.dh * wpx + j * s.dw) * s.c;
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
                     for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
                         const int64_t r = std::min(rows, s.c - c0);
-                        table[r - 1](dp + o0, s.o, pairs * s.o, dy_image, xt + c0, 1, s.c,
-                                     xrow, x_image, m, s.oh, pairs,
-                                     part + (t * s.c + c0) * s.o + o0, s.o);
+                        table[r - 1](dp + o0, s.o, dy_row, dy_image, xt + c0, 1, xs, xrow, x_image,
+                                     m, s.oh, s.ow, part + (t * s.c + c0) * s.o + o0, s.o);
                     }
             }
     });

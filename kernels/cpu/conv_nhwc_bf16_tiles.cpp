@@ -142,21 +142,21 @@ const TileFn* table_of(int v, int64_t ps) {
     }
 }
 
-// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r·rs] ⊙ dy[m·dy_image + oy·dy_row + q·O + 16v]
-// (words of pixel pairs), then out[r·ldo + 16v] = acc (f32).
+// acc[r][v] = Σ_{m, oy, ox} x[m·x_image + oy·xrow + ox·xs + r·rs] ⊙ dy[m·dy_image + oy·dy_row + ox·O + 16v]
+// (words of image pairs), then out[r·ldo + 16v] = acc (f32).
 template <class Dot, int V, int R>
 __attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* dy, int64_t O,
                                                     int64_t dy_row, int64_t dy_image,
                                                     const uint32_t* x, int64_t rs, int64_t xs,
                                                     int64_t xrow, int64_t x_image, int64_t images,
-                                                    int64_t oh, int64_t pairs, float* out,
+                                                    int64_t oh, int64_t ow, float* out,
                                                     int64_t ldo) {
     fvec acc[R][V] = {};
     for (int64_t m = 0; m < images; ++m)
         for (int64_t oy = 0; oy < oh; ++oy) {
             const uint32_t* d = dy + m * dy_image + oy * dy_row;
             const uint32_t* xr = x + m * x_image + oy * xrow;
-            for (int64_t q = 0; q < pairs; ++q, xr += xs, d += O) {
+            for (int64_t ox = 0; ox < ow; ++ox, xr += xs, d += O) {
                 typename Dot::W dv[V];
 #pragma GCC unroll 4
                 for (int v = 0; v < V; ++v) dv[v] = Dot::words(d + kLanes * v);

@@ -1,7 +1,7 @@
 // The register tiles of the bf16 channels-last convolutions
 // (kernels/cpu/conv_nhwc_bf16.cpp): R pixels × V vectors of 16 output
 // channels over pairs of bf16 (forward and grad_input), and R input
-// channels × V vectors of output channels over pixel pairs (grad_weight);
+// channels × V vectors of output channels over image pairs (grad_weight);
 // each on VDPBF16PS or its emulation by f32 FMAs in the same order.
 // Internal to kernels/cpu/.
 #pragma once
@@ -21,12 +21,12 @@ using TileFn = void (*)(const uint32_t* x, int64_t ps, const int64_t* off, int64
 /// for calls with pixel step ps: VDPBF16PS where `native`, else its emulation.
 const TileFn* tile_table(bool native, int v, int64_t ps);
 
-/// acc[r][v] = Σ_{m, oy, q} x[m·x_image + oy·xrow + q·xs + r·rs] ⊙
-/// dy[m·dy_image + oy·dy_row + q·O + 16v] over words of pixel pairs, then
-/// out[r·ldo + 16v] = acc (f32).
+/// acc[r][v] = Σ_{m, oy, ox} x[m·x_image + oy·xrow + ox·xs + r·rs] ⊙
+/// dy[m·dy_image + oy·dy_row + ox·O + 16v] over words of image pairs (m <
+/// images), then out[r·ldo + 16v] = acc (f32).
 using WeightFn = void (*)(const uint32_t* dy, int64_t O, int64_t dy_row, int64_t dy_image,
                           const uint32_t* x, int64_t rs, int64_t xs, int64_t xrow,
-                          int64_t x_image, int64_t images, int64_t oh, int64_t pairs, float* out,
+                          int64_t x_image, int64_t images, int64_t oh, int64_t ow, float* out,
                           int64_t ldo);
 /// The grad_weight tiles of v vectors (1, 2 or 4), indexed by rows − 1 (up
 /// to kWeightRows / v).

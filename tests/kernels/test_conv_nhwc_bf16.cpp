@@ -172,8 +172,8 @@ TEST_CASE("bf16 channels-last conv2d matches the definition", "[conv][nhwc][bf16
 
 TEST_CASE("bf16 channels-last conv2d reads subnormals as zero and keeps an unread Inf out",
           "[conv][nhwc][bf16]") {
-    // 7-pixel rows at stride 2 with a 3-wide kernel: 3 outputs per row, so
-    // the last output pairs with nothing, and column 6 is read by tap j = 2 only.
+    // 7-pixel rows at stride 2 with a 3-wide kernel: 3 outputs per row, and
+    // column 6 is read by tap j = 2 only; one image (paired with zeros).
     const Conv2dShape s = shape_of({1, 16, 3, 7, 16, 1, 3, 1, 2, 0, 0, 1, 1});
     if (!bf::fits(s, bf::Pass::forward)) {
         WARN("skipped: the bf16 convolutions need AVX-512F");
