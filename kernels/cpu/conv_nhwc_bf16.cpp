@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -132,11 +133,13 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
     const Cut c = nhwc::cut(s.o, s.ow);
     const TileFn* table = tile_table(native, c.v, s.sw * K);
     const int team = team_size(s.n, macs(s));
-    // Every image is copied: padded, to an even channel count, subnormals flushed.
+    // Every image is copied: padded, to an even channel count (subnormals
+    // flushed for the emulation). Scratch is left uninitialized: every word
+    // a tile reads is written first.
     const size_t per_thread = size_t(hp * wpx * c2);
-    std::vector<uint16_t> scratch(per_thread * size_t(team));
+    const auto scratch = std::make_unique_for_overwrite<uint16_t[]>(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
-        uint16_t* p = scratch.data() + per_thread * size_t(thread);
+        uint16_t* p = scratch.get() + per_thread * size_t(thread);
         pad_copy(native, in + n * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, c2, p);
         const auto* img = reinterpret_cast<const uint32_t*>(p);
         for (int64_t oy = 0; oy < s.oh; ++oy)
@@ -169,9 +172,9 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
     const TileFn* table = tile_table(native, c.v, K);
     const int team = team_size(s.n, macs(s));
     const size_t per_thread = size_t(plan.rows * plan.cols * o2);
-    std::vector<uint16_t> scratch(per_thread * size_t(team));
+    const auto scratch = std::make_unique_for_overwrite<uint16_t[]>(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
-        uint16_t* pd = scratch.data() + per_thread * size_t(thread);
+        uint16_t* pd = scratch.get() + per_thread * size_t(thread);
         pad_copy(native, grad_out + n * s.oh * s.ow * s.o, s.oh, s.ow, s.o, plan.top, plan.left,
                  plan.rows, plan.cols, o2, pd);
         const auto* dy = reinterpret_cast<const uint32_t*>(pd);
@@ -212,10 +215,10 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
     const int team = team_size(chunks, macs(s));
     const int64_t padded = hp * wpx * s.c;  // bf16 halves of one padded image
     const size_t per_thread = size_t((x_image + dy_image) * per_chunk + padded);
-    std::vector<uint32_t> scratch(per_thread * size_t(team));
+    const auto scratch = std::make_unique_for_overwrite<uint32_t[]>(per_thread * size_t(team));
     for_items(chunks, team, [&](int64_t chunk, int thread) {
         const int64_t p0 = chunk * per_chunk, m = std::min(pairs, p0 + per_chunk) - p0;
-        uint32_t* xp = scratch.data() + per_thread * size_t(thread);
+        uint32_t* xp = scratch.get() + per_thread * size_t(thread);
         uint32_t* dp = xp + x_image * per_chunk;
         // Two padded images, halves of the last per_thread words.
         auto* pad0 = reinterpret_cast<uint16_t*>(dp + dy_image * per_chunk);
