@@ -234,16 +234,8 @@ TEST_CASE("bf16 channels-last conv2d's rule", "[conv][nhwc][bf16]") {
 }
 
 TEST_CASE("conv2d and conv2d_backward of bf16 channels-last operands", "[conv][nhwc][bf16]") {
-    struct Front {
-        Shape x, w;
-        Int2 stride, padding;
-    };
-    // The kernels' shapes; one whose grad_input they do not take (C = 8: through f32).
-    const Front fronts[] = {{{3, 16, 9, 9}, {32, 16, 3, 3}, {2, 2}, {1, 1}},
-                            {{2, 32, 6, 5}, {16, 32, 1, 1}, {1, 1}, {0, 0}},
-                            {{2, 8, 7, 7}, {16, 8, 3, 3}, {1, 1}, {1, 1}}};
     uint64_t seed = 7300;
-    for (const Front& f : fronts) {
+    for (const ConvFront& f : channels_last_fronts()) {
         INFO(shape_str(f.x) << " * " << shape_str(f.w));
         const Tensor x = test::random_tensor(f.x, DType::bf16, ++seed);
         const Tensor w = test::random_tensor(f.w, DType::bf16, ++seed);

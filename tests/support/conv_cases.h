@@ -36,6 +36,21 @@ inline std::string describe(const ConvCase& k) {
     return os.str();
 }
 
+/// A conv through the fronts: input and weight shapes, stride and padding.
+struct ConvFront {
+    Shape x, w;
+    Int2 stride, padding;
+};
+
+/// The channels-last kernels' front cases (test_conv_nhwc.cpp and
+/// test_conv_nhwc_bf16.cpp): their shapes at stride 2 and 1×1, and one whose
+/// grad_input they do not take (C = 8: through NCHW).
+inline std::vector<ConvFront> channels_last_fronts() {
+    return {{{3, 16, 9, 9}, {32, 16, 3, 3}, {2, 2}, {1, 1}},
+            {{2, 32, 6, 5}, {16, 32, 1, 1}, {1, 1}, {0, 0}},
+            {{2, 8, 7, 7}, {16, 8, 3, 3}, {1, 1}, {1, 1}}};
+}
+
 /// `count` floats uniform in [-1, 1), seeded.
 inline std::vector<float> random_floats(int64_t count, uint64_t seed) {
     std::mt19937_64 gen(seed);
