@@ -9,6 +9,10 @@
 //        in VDPBF16PS's order — the odd half's product, then the even
 //        half's, each addition rounded; the products are exact, so the bits
 //        match for normal numbers. Half the native rate, about f32's.
+// Target: every tile is compiled for AVX-512F with AVX512_BF16 (the native
+//        dot step must inline into it); the emulated tiles contain no bf16
+//        instruction (GCC emits them only for the intrinsics), so they run on
+//        any AVX-512F CPU, which is what nhwc_bf16::fits asks for.
 // Test: tests/kernels/test_conv_nhwc_bf16.cpp (every tile shape through the
 //        passes; native against emulated).
 #include "kernels/cpu/conv_nhwc_bf16_tiles.h"
