@@ -122,10 +122,11 @@ Tensor grad_buffer(const Tensor& x) { return empty(x.shape(), like(x, acc_dtype(
 
 // The buffer as the caller's gradient: input's dtype, shape and memory
 // format (a channels-last input's gradient is converted: the kernels write
-// contiguous planes).
+// contiguous planes) — one copy where both the dtype and the layout change.
 Tensor finish(const Tensor& dx, const Tensor& input) {
-    const Tensor g = unbatched(dx.dtype() == input.dtype() ? dx : cast(dx, input.dtype()), input);
-    return contiguous(g, input.suggest_memory_format());
+    const MemoryFormat format = input.suggest_memory_format();
+    const Tensor g = dx.dtype() == input.dtype() ? dx : cast(dx, input.dtype(), format);
+    return contiguous(unbatched(g, input), format);
 }
 
 }  // namespace
