@@ -116,7 +116,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
     // The result takes the input's memory format. A channels-last input is
     // read as it lies where the backend has a channels-last kernel
     // (kernels/*/policy.h); elsewhere the conv runs in NCHW and its result
-    // is converted.
+    // is converted. The plan may also ask for channels-last operands from an
+    // NCHW input (the CPU's bf16 kernels): the copies in and out are its cost.
     const MemoryFormat format = input.suggest_memory_format();
     const bool last = format == MemoryFormat::channels_last;
     const ConvPlan plan = backend_choice(
@@ -124,7 +125,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
         [&](auto) { return cuda::conv2d_plan(dt, last); });
     const DType ct = plan.compute;
     const bool native = plan.channels_last;
-    const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
+    const MemoryFormat computed = native ? MemoryFormat::channels_last : MemoryFormat::contiguous;
     Tensor out = empty({n, o, s.oh, s.ow}, like(input, ct), computed);
     if (out.numel() > 0) {
         const Tensor x = native ? contiguous(input, computed) : contiguous_in(input, ct);
@@ -188,7 +189,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
         [&](auto) { return cuda::conv2d_plan(dt, last); });
     const DType ct = plan.compute;
     const bool native = plan.channels_last;
-    const MemoryFormat computed = native ? format : MemoryFormat::contiguous;
+    const MemoryFormat computed = native ? MemoryFormat::channels_last : MemoryFormat::contiguous;
     // cuDNN's NHWC filter is the weight's channels-last memory (grad_weight's too).
     const bool filter_last = plan.filter_last;
     Conv2dGrads g;

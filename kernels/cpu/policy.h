@@ -38,21 +38,19 @@ inline bool gemm_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride,
 }
 
 /// conv2d of dtype dt on an input whose memory is channels-last or not: bf16
-/// channels-last operands on the bf16 kernels where they fit (read as they
-/// lie), otherwise computed in product_dtype; channels-last operands read as
-/// they lie where the channels-last kernels fit; the weight always packed
-/// from OIHW.
+/// on the bf16 channels-last kernels where they fit (an NCHW input and its
+/// result converted: the copies cost less than computing in f32), otherwise
+/// computed in product_dtype; channels-last operands read as they lie where
+/// the channels-last kernels fit; the weight always packed from OIHW.
 inline ConvPlan conv2d_plan(const Conv2dShape& s, DType dt, bool channels_last) {
-    if (dt == DType::bf16 && channels_last && conv2d_channels_last_fits(s, dt))
-        return {dt, true, false};
+    if (dt == DType::bf16 && conv2d_channels_last_fits(s, dt)) return {dt, true, false};
     const DType ct = product_dtype(dt);
     return {ct, channels_last && ct == dt && conv2d_channels_last_fits(s, ct), false};
 }
 /// The same for conv2d_backward's asked-for gradients.
 inline ConvPlan conv2d_backward_plan(const Conv2dShape& s, DType dt, bool channels_last,
                                      bool grad_input, bool grad_weight) {
-    if (dt == DType::bf16 && channels_last &&
-        conv2d_backward_channels_last_fits(s, dt, grad_input, grad_weight))
+    if (dt == DType::bf16 && conv2d_backward_channels_last_fits(s, dt, grad_input, grad_weight))
         return {dt, true, false};
     const DType ct = product_dtype(dt);
     return {ct,

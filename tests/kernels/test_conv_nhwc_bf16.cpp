@@ -225,15 +225,22 @@ TEST_CASE("bf16 channels-last conv2d's rule", "[conv][nhwc][bf16]") {
     s = base;
     s.c = 80;
     REQUIRE_FALSE(bf::fits(s, Pass::forward));
-    // The plan: bf16 channels-last on these kernels; bf16 NCHW and f16 through f32.
-    REQUIRE(cpu::conv2d_plan(base, DType::bf16, true).compute == DType::bf16);
-    REQUIRE(cpu::conv2d_plan(base, DType::bf16, true).channels_last);
-    REQUIRE(cpu::conv2d_plan(base, DType::bf16, false).compute == DType::f32);
+    // The plan: bf16 on these kernels, from an NCHW input too (converted);
+    // a shape they do not take and f16 through f32.
+    for (bool last : {true, false}) {
+        REQUIRE(cpu::conv2d_plan(base, DType::bf16, last).compute == DType::bf16);
+        REQUIRE(cpu::conv2d_plan(base, DType::bf16, last).channels_last);
+        REQUIRE(cpu::conv2d_backward_plan(base, DType::bf16, last, true, true).compute ==
+                DType::bf16);
+    }
+    s = base;
+    s.o = 24;
+    REQUIRE(cpu::conv2d_plan(s, DType::bf16, true).compute == DType::f32);
+    REQUIRE_FALSE(cpu::conv2d_plan(s, DType::bf16, true).channels_last);
     REQUIRE(cpu::conv2d_plan(base, DType::f16, true).compute == DType::f32);
-    REQUIRE(cpu::conv2d_backward_plan(base, DType::bf16, true, true, true).compute == DType::bf16);
 }
 
-TEST_CASE("conv2d and conv2d_backward of bf16 channels-last operands", "[conv][nhwc][bf16]") {
+TEST_CASE("conv2d and conv2d_backward of bf16 operands, channels-last and NCHW", "[conv][nhwc][bf16]") {
     uint64_t seed = 7300;
     for (const ConvFront& f : channels_last_fronts()) {
         INFO(shape_str(f.x) << " * " << shape_str(f.w));
@@ -248,6 +255,11 @@ TEST_CASE("conv2d and conv2d_backward of bf16 channels-last operands", "[conv][n
         REQUIRE(got.dtype() == DType::bf16);
         REQUIRE(got.is_contiguous(MemoryFormat::channels_last));
         test::check_close(got.to(DType::f32), want, 1e-2, 1e-2);
+        // An NCHW input: the same kernels (or f32 where they do not fit), an NCHW result.
+        const Tensor nchw = kernels::conv2d(x, w, b, f.stride, f.padding);
+        REQUIRE(nchw.dtype() == DType::bf16);
+        REQUIRE(nchw.is_contiguous());
+        test::check_close(nchw.to(DType::f32), want, 1e-2, 1e-2);
 
         const Tensor dy = test::random_tensor(want.shape(), DType::bf16, ++seed);
         const Conv2dGrads g32 =
@@ -261,5 +273,11 @@ TEST_CASE("conv2d and conv2d_backward of bf16 channels-last operands", "[conv][n
         test::check_close(g.input.to(DType::f32), g32.input, 1e-2, 1e-2);
         test::check_close(g.weight.to(DType::f32), g32.weight, 1e-2, 1e-2);
         test::check_close(g.bias.to(DType::f32), g32.bias, 1e-2, 1e-2);
+        const Conv2dGrads gn = kernels::conv2d_backward(dy, x, w, f.stride, f.padding, {1, 1}, 1,
+                                                        {true, true, true});
+        REQUIRE(gn.input.is_contiguous());
+        test::check_close(gn.input.to(DType::f32), g32.input, 1e-2, 1e-2);
+        test::check_close(gn.weight.to(DType::f32), g32.weight, 1e-2, 1e-2);
+        test::check_close(gn.bias.to(DType::f32), g32.bias, 1e-2, 1e-2);
     }
 }
