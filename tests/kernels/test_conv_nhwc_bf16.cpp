@@ -123,26 +123,9 @@ TEST_CASE("bf16 channels-last conv2d matches the definition", "[conv][nhwc][bf16
         WARN("skipped: the bf16 convolutions need AVX-512F");
         return;
     }
-    const Case cases[] = {
-        // n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw
-        {2, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},  // resnet8's layer1: rows of two tiles
-        {2, 16, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1},  // layer2's first conv: stride 2
-        {3, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1},  // one 14-pixel tile per row
-        {2, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1},  // four output vectors; odd rows (7)
-        {2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1},    // layer3: 7-pixel rows, a lone last pixel
-        {2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},   // the stem: one channel, paired with zero
-        {1, 8, 9, 23, 48, 3, 3, 1, 1, 1, 1, 1, 1},    // three vectors; 23 = 9 + 9 + 5 pixels
-        {2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1, 1},  // 1×1 strided shortcut, no padding
-        {1, 12, 11, 13, 16, 3, 5, 3, 2, 2, 1, 1, 1},  // non-square kernel, stride 3 × 2
-        {1, 8, 12, 12, 16, 3, 3, 1, 1, 2, 2, 2, 2},   // dilation 2
-        {1, 5, 6, 5, 32, 5, 3, 1, 1, 3, 0, 1, 1},     // padding > kernel / 2, odd channels
-        {2, 16, 3, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},    // one-pixel rows
-        {1, 24, 4, 40, 64, 2, 2, 1, 1, 0, 0, 1, 1},   // even kernel; 40 = 7 + ... + 5 pixels
-        {1, 16, 7, 9, 16, 1, 1, 3, 3, 0, 0, 1, 1},    // 1×1 at stride 3: phases no tap reaches
-        {1, 32, 9, 8, 16, 2, 2, 2, 2, 0, 0, 1, 1},    // stride = kernel: one tap per phase
-        {20, 16, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1},   // several grad_weight chunks
-        {1, 16, 5, 5, 17, 3, 3, 1, 1, 1, 1, 1, 1},    // odd output channels (grad_input's pairs)
-    };
+    std::vector<Case> cases = channels_last_cases();
+    // Odd output channels: grad_input's pairs of output channels.
+    cases.push_back({1, 16, 5, 5, 17, 3, 3, 1, 1, 1, 1, 1, 1});
     uint64_t seed = 7100;
     for (const Case& k : cases) {
         const Conv2dShape s = shape_of(k);

@@ -36,6 +36,31 @@ inline std::string describe(const ConvCase& k) {
     return os.str();
 }
 
+/// The channels-last kernels' cases (test_conv_nhwc.cpp, and in bf16
+/// test_conv_nhwc_bf16.cpp): resnet8's layers, every tile width, strides,
+/// paddings, dilation, odd channels, one-pixel rows, several chunks.
+inline std::vector<ConvCase> channels_last_cases() {
+    return {
+        // n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw
+        {2, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},  // resnet8's layer1: rows of two tiles
+        {2, 16, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 1},  // layer2's first conv: stride 2
+        {3, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1},  // one 14-pixel tile per row
+        {2, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1},  // four output vectors
+        {2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1},    // layer3
+        {2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1},   // the stem: one input channel
+        {1, 8, 9, 23, 48, 3, 3, 1, 1, 1, 1, 1, 1},    // three vectors; 23 = 9 + 9 + 5 pixels
+        {2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1, 1},  // 1×1 strided shortcut, no padding
+        {1, 12, 11, 13, 16, 3, 5, 3, 2, 2, 1, 1, 1},  // non-square kernel, stride 3 × 2
+        {1, 8, 12, 12, 16, 3, 3, 1, 1, 2, 2, 2, 2},   // dilation 2
+        {1, 5, 6, 5, 32, 5, 3, 1, 1, 3, 0, 1, 1},     // padding > kernel / 2, odd channels
+        {2, 16, 3, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},    // one-pixel rows
+        {1, 24, 4, 40, 64, 2, 2, 1, 1, 0, 0, 1, 1},   // even kernel; 40 = 7 + ... + 5 pixels
+        {1, 16, 7, 9, 16, 1, 1, 3, 3, 0, 0, 1, 1},    // 1×1 at stride 3: phases no tap reaches
+        {1, 32, 9, 8, 16, 2, 2, 2, 2, 0, 0, 1, 1},    // stride = kernel: one tap per phase
+        {20, 16, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1},   // several grad_weight chunks
+    };
+}
+
 /// A conv through the fronts: input and weight shapes, stride and padding.
 struct ConvFront {
     Shape x, w;
