@@ -5,17 +5,17 @@
 //          thread count.
 // Layout:  a and b row- or column-major with any leading dimension; c
 //          row-major. b is packed k-block by k-block into panels of 64
-//          columns (kc rows of 64 floats each, zero-padded), shared by the
-//          threads; each thread packs its block of a's rows into panels of 6
-//          rows (kc columns of 6 floats, zero-padded).
+//          columns (kc rows of 64 floats each, zero-padded); a's blocks of
+//          rows into panels of 6 rows (kc columns of 6 floats, zero-padded)
+//          — a row-major a is read where it lies.
 // Tile:    6 rows × 4 vectors of 16 columns = 24 accumulators; per k, 4
 //          vector loads of b, 6 broadcasts of a, 24 FMAs.
 // Cost:    2·M·N·K FLOPs; b read once per k-block and row block of 96, a
 //          once per 64-column panel group, c once per k-block.
-// Threads: blocks of up to 96 rows (the row tiles shared out evenly, as
-//          many blocks per thread) times groups of column panels, handed out
-//          in turn (kernels/cpu/gemm_blocks.h); b's packing split by
-//          panels. Test: tests/kernels/test_gemm.cpp (and every matmul,
+// Threads: each a part of c — rows × column panels (kernels/cpu/
+//          gemm_blocks.h) — in blocks of up to 96 rows times groups of
+//          panels (512 KB packed), packing the panels and rows it reads
+//          itself. Test: tests/kernels/test_gemm.cpp (and every matmul,
 //          linear and conv test); benchmark: bench/matmul.cpp.
 #include "kernels/cpu/gemm.h"
 
@@ -38,6 +38,7 @@ constexpr int64_t kMr = 6;      // rows of the register tile
 constexpr int64_t kNr = 64;     // columns of the register tile (4 vectors)
 constexpr int64_t kKc = 512;    // k per block: a 6 × 512 panel of a (12 KB) stays in L1
 constexpr int64_t kMc = 96;     // rows per block of a (16 panels, 192 KB at kc = 512: L2)
+constexpr int64_t kGroupBytes = 512 << 10;  // packed b panels a thread's blocks reuse (L2)
 constexpr int64_t kLanes = 16;
 
 using vec = vec16;
@@ -212,37 +213,45 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
     const bool activated = ep && ep->act != LinearActivation::none;
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc);
-    // Packing buffers are left uninitialized: packing writes every element
-    // a tile reads, the zero padding included.
-    const auto bpack = std::make_unique_for_overwrite<float[]>(size_t(panels * kNr * kc_max));
-    const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
+    const int64_t group = std::max<int64_t>(1, kGroupBytes / (kNr * kc_max * 4));
+    const GemmSplit split = gemm_split(m, panels, 2.0 * double(m) * double(n) * double(k), kMr,
+                                       kMc, group, la.row_major && !(ep && ep->a_row_sums));
+    // Each thread's own packed a block and packed panels of b. Packing
+    // buffers are left uninitialized: packing writes every element a tile
+    // reads, the zero padding included.
+    struct Scratch {
+        std::unique_ptr<float[]> apack, bpack;
+    };
     gemm_schedule(
-        wb, k, kKc, panels,
-        [&] { return std::make_unique_for_overwrite<float[]>(size_t(wb.max_rows * kc_max)); },
-        [&](int64_t k0, int64_t kc, int64_t p) {
-            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                         bpack.get() + p * kNr * kc);
+        split, k, kKc,
+        [&] {
+            return Scratch{std::make_unique_for_overwrite<float[]>(size_t(split.max_rows * kc_max)),
+                           std::make_unique_for_overwrite<float[]>(size_t(split.group * kNr * kc_max))};
         },
-        [&](const std::unique_ptr<float[]>& apack, const GemmItem& it) {
+        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p, int64_t slot) {
+            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
+                         own.bpack.get() + slot * kNr * kc);
+        },
+        [&](const Scratch& own, const GemmItem& it) {
             const int64_t k0 = it.k0, kc = it.kc, i0 = it.rows.first, mc = it.rows.count;
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
             // A block's row sums, from the one item that packs it with the
             // first group of panels (each k-block in turn: in order).
-            double* sums = ep && ep->a_row_sums && it.group == 0 ? ep->a_row_sums + i0 : nullptr;
+            double* sums = ep && ep->a_row_sums && it.first_group ? ep->a_row_sums + i0 : nullptr;
             // A row-major a is read where it lies (six rows side by side per
             // tile: one stream each); only a last short panel is packed.
             const bool direct = la.row_major && !sums;
             const int64_t whole = direct ? mc / kMr * kMr : 0;
             if (whole < mc)
-                pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, apack.get() + whole * kc,
+                pack_a_block(a, la, i0 + whole, mc - whole, k0, kc, own.apack.get() + whole * kc,
                              sums);
             for (int64_t p = it.p0; p < it.p1; ++p) {
                 const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                const float* bp = bpack.get() + p * kNr * kc;
+                const float* bp = own.bpack.get() + (p - it.p0) * kNr * kc;
                 const Store st{acc, ep && ep->bias ? ep->bias + j0 : nullptr};
                 for (int64_t r = 0; r < mc; r += kMr) {
                     const Rows ap = r < whole ? Rows{at(a, la, i0 + r, k0), la.ld, 1}
-                                              : Rows{apack.get() + r * kc, 1, kMr};
+                                              : Rows{own.apack.get() + r * kc, 1, kMr};
                     float* ct = c + (i0 + r) * ldc + j0;
                     const int64_t rows = std::min(kMr, mc - r);
                     if (rows == kMr && cols == kNr)

@@ -7,8 +7,8 @@
 // Layout:  a and b f32 or bf16, row- or column-major with any leading
 //          dimension; c f32 or bf16, row-major. b is packed k-block by
 //          k-block into panels of 64 columns (kc/2 rows of 64 pairs, zero-
-//          padded), shared by the threads; each thread packs its block of
-//          a's rows into panels of 6 rows (kc/2 columns of 6 pairs). A bf16
+//          padded), a's blocks of rows into panels of 6 rows (kc/2 columns
+//          of 6 pairs), each thread packing what its part of c reads. A bf16
 //          row-major a with an even K is read where it lies (its rows are
 //          pairs already). A bf16 c with K past one k-block sums in an f32
 //          copy, rounded once at the end.
@@ -45,6 +45,9 @@ constexpr int64_t kNr = kBf16Nr;
 constexpr int64_t kKc = 1024;
 // Rows per block of a: 192 KB packed at kc = 1024 (L2).
 constexpr int64_t kMc = 96;
+// Bytes of packed b panels a thread packs at a time and its row blocks reuse
+// (L2): 4 panels at kc = 1024, 16 at kc = 256.
+constexpr int64_t kGroupBytes = 512 << 10;
 // A product this narrow (or narrower) is computed transposed.
 constexpr int64_t kNarrow = 16;
 
@@ -128,24 +131,44 @@ void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j
 // Six rows of a column-major bf16 matrix as a 6-row panel in pairs:
 // dst[q·6 + r] = (col(2q)[r], col(2q + 1)[r]) where col(k) = a0 + k·ld, for
 // kc k's (zero past them); reads eight values of each column (the caller
-// checks they exist).
-void pack_pairs_by_columns(const BFloat16* a0, int64_t ld, int64_t kc, uint32_t* dst) {
+// checks they exist). With `sums`, adds each row's values as given (f64:
+// the even k's and the odd k's in two chains, as pack_a_block's loop) to
+// sums[0, 6).
+void pack_pairs_by_columns(const BFloat16* a0, int64_t ld, int64_t kc, uint32_t* dst,
+                           double* sums) {
     using u16x8 = uint16_t __attribute__((vector_size(16)));
     using u32x4 = uint32_t __attribute__((vector_size(16)));
+    using u32x8 = uint32_t __attribute__((vector_size(32)));
+    using f32x8 = float __attribute__((vector_size(32)));
+    using f64x8 = double __attribute__((vector_size(64)));
     auto column = [&](int64_t k) {
         u16x8 v;
         std::memcpy(&v, a0 + k * ld, sizeof v);
-        const u16x8 subnormal = (v & 0x7f80) == 0;  // read as zero (daz)
-        return subnormal ? v & 0x8000 : v;
+        return v;
     };
+    auto daz8 = [](u16x8 v) { return (v & 0x7f80) == 0 ? v & 0x8000 : v; };  // read as zero
+    auto widen = [](u16x8 v) {  // the eight bf16 values, exactly, in f64
+        const u32x8 w = __builtin_convertvector(v, u32x8) << 16;
+        f32x8 f;
+        std::memcpy(&f, &w, sizeof f);
+        return __builtin_convertvector(f, f64x8);
+    };
+    f64x8 even = {}, odd = {};
     const int64_t pairs = (kc + 1) / 2;
     for (int64_t q = 0; q < pairs; ++q) {
         const u16x8 e = column(2 * q), o = 2 * q + 1 < kc ? column(2 * q + 1) : u16x8{};
-        const u32x4 lo = (u32x4)__builtin_shuffle(e, o, u16x8{0, 8, 1, 9, 2, 10, 3, 11});
-        const u32x4 hi = (u32x4)__builtin_shuffle(e, o, u16x8{4, 12, 5, 13, 6, 14, 7, 15});
+        if (sums) {  // an absent odd k adds +0 to a chain that cannot be −0
+            even += widen(e);
+            odd += widen(o);
+        }
+        const u16x8 ez = daz8(e), oz = daz8(o);
+        const u32x4 lo = (u32x4)__builtin_shuffle(ez, oz, u16x8{0, 8, 1, 9, 2, 10, 3, 11});
+        const u32x4 hi = (u32x4)__builtin_shuffle(ez, oz, u16x8{4, 12, 5, 13, 6, 14, 7, 15});
         std::memcpy(dst + q * kMr, &lo, sizeof lo);
         std::memcpy(dst + q * kMr + 4, &hi, 2 * sizeof(uint32_t));
     }
+    if (sums)
+        for (int64_t r = 0; r < kMr; ++r) sums[r] += even[r] + odd[r];
 }
 
 // The mc × kc block of a at (i0, k0) as panels of 6 rows in pairs: panel p
@@ -168,7 +191,7 @@ void pack_a_block(const T* a, MatrixLayout la, int64_t m_all, int64_t i0, int64_
             // A column-major bf16 a (gᵀ of a weight gradient): eight rows
             // read at once from each k's two lines, interleaved in registers.
             if (!la.row_major && rows == kMr && i0 + p * kMr + 8 <= m_all) {
-                pack_pairs_by_columns(a0, la.ld, kc, dst);
+                pack_pairs_by_columns(a0, la.ld, kc, dst, sums ? sums + p * kMr : nullptr);
                 packed = true;
             }
         }
@@ -179,7 +202,7 @@ void pack_a_block(const T* a, MatrixLayout la, int64_t m_all, int64_t i0, int64_
             for (int64_t r = 0; r < kMr; ++r)
                 dst[q * kMr + r] = r < rows ? pair(bits(e[r * rs]), odd ? bits(o[r * rs]) : 0) : 0;
         }
-        if (!sums) continue;
+        if (!sums || packed) continue;
         // The rows' sums: the even k's and the odd k's apart (two chains of
         // additions, not one), added at the end.
         for (int64_t r = 0; r < rows; ++r) {
@@ -249,8 +272,6 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
          Tile tile) {
     const int64_t panels = (n + kNr - 1) / kNr;
     const int64_t kc_max = std::min(k, kKc), pairs_max = (kc_max + 1) / 2;
-    const auto bpack = std::make_unique_for_overwrite<uint32_t[]>(size_t(panels * kNr * pairs_max));
-    const GemmBlocks wb = gemm_blocks(m, panels, 2.0 * double(m) * double(n) * double(k), kMr, kMc);
     const bool activated = ep && ep->act != LinearActivation::none;
     // bf16 c written by the tiles themselves: one k-block, nothing to
     // accumulate, no activation but ReLU, no pre-activation to keep.
@@ -263,21 +284,25 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
     if constexpr (std::is_same_v<TA, BFloat16>)
         direct_a = la.row_major && k % 2 == 0 && la.ld % 2 == 0 &&
                    reinterpret_cast<uintptr_t>(a) % 4 == 0 && !(ep && ep->a_row_sums);
-    // Each thread's own packed a block and f32 scratch tile.
+    const int64_t group = std::max<int64_t>(1, kGroupBytes / (kNr * pairs_max * 4));
+    const GemmSplit split = gemm_split(m, panels, 2.0 * double(m) * double(n) * double(k), kMr,
+                                       kMc, group, direct_a);
+    // Each thread's own packed a block, packed panels of b and f32 scratch tile.
     struct Scratch {
-        std::unique_ptr<uint32_t[]> apack;
+        std::unique_ptr<uint32_t[]> apack, bpack;
         std::unique_ptr<float[]> t;
     };
     gemm_schedule(
-        wb, k, kKc, panels,
+        split, k, kKc,
         [&] {
             return Scratch{
-                std::make_unique_for_overwrite<uint32_t[]>(size_t(wb.max_rows * pairs_max)),
+                std::make_unique_for_overwrite<uint32_t[]>(size_t(split.max_rows * pairs_max)),
+                std::make_unique_for_overwrite<uint32_t[]>(size_t(split.group * kNr * pairs_max)),
                 std::make_unique_for_overwrite<float[]>(size_t(kMr * kNr))};
         },
-        [&](int64_t k0, int64_t kc, int64_t p) {
+        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p, int64_t slot) {
             pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                         bpack.get() + p * kNr * ((kc + 1) / 2));
+                         own.bpack.get() + slot * kNr * ((kc + 1) / 2));
         },
         [&](const Scratch& own, const GemmItem& it) {
             const int64_t k0 = it.k0, kc = it.kc, pairs = (kc + 1) / 2;
@@ -285,14 +310,14 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
             const bool acc = accumulate || k0 > 0, last = k0 + kc >= k;
             // A block's row sums, from the one item that packs it with the
             // first group of panels (each k-block in turn: in order).
-            double* sums = ep && ep->a_row_sums && it.group == 0 ? ep->a_row_sums + i0 : nullptr;
+            double* sums = ep && ep->a_row_sums && it.first_group ? ep->a_row_sums + i0 : nullptr;
             const int64_t whole = direct_a ? mc / kMr * kMr : 0;
             if (whole < mc)
                 pack_a_block(a, la, m, i0 + whole, mc - whole, k0, kc,
                              own.apack.get() + whole * pairs, sums);
             for (int64_t p = it.p0; p < it.p1; ++p) {
                 const int64_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-                const uint32_t* bp = bpack.get() + p * kNr * pairs;
+                const uint32_t* bp = own.bpack.get() + (p - it.p0) * kNr * pairs;
                 for (int64_t r = 0; r < mc; r += kMr) {
                     // c's tile is read or written after the products: its
                     // lines are on their way meanwhile.

@@ -267,6 +267,47 @@ TEST_CASE("gemm_bf16: the same bits for any thread count", "[kernels][gemm]") {
     }
 }
 
+TEST_CASE("gemm_bf16: a weight gradient's product and row sums, the same bits for any thread count",
+          "[kernels][gemm]") {
+    // gᵀ · x with Σ g by rows, as linear_weight_grad asks: a column-major,
+    // an edge panel of 8 columns; 2 and 3 threads split it by rows or by
+    // column panels (kernels/cpu/gemm_blocks.h), 1 thread not at all.
+    std::mt19937 rng(19);
+    const int64_t m = 200, n = 200, k = 256;
+    Matrix a = make(m, k, false, 0, DType::bf16, rng);
+    const Matrix b = make(k, n, true, 0, DType::bf16, rng);
+    // Magnitudes from 2^-30 to 2^30: the f64 sums round, so their order shows.
+    for (BFloat16& x : a.bf16) x = BFloat16(std::ldexp(float(x), int(rng() % 61) - 30));
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (float& x : bias) x = float(int(rng() % 9) - 4) / 4;
+    std::vector<Out> out;
+    std::vector<std::vector<double>> sums;
+    const int before = omp_get_max_threads();
+    for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        Out c(DType::bf16, size_t(m * n), rng);
+        sums.emplace_back(size_t(m), -1.0);
+        const cpu::GemmEpilogue ep{.bias = bias.data(),
+                                   .act = LinearActivation::relu,
+                                   .a_row_sums = sums.back().data()};
+        cpu::gemm_bf16(m, n, k, a.operand(), b.operand(), c.data(), DType::bf16, n, false, &ep);
+        out.push_back(c);
+    }
+    omp_set_num_threads(before);
+    CHECK(out[0].same_bits(out[1]));
+    CHECK(out[0].same_bits(out[2]));
+    CHECK(std::memcmp(sums[0].data(), sums[1].data(), size_t(m) * sizeof(double)) == 0);
+    CHECK(std::memcmp(sums[0].data(), sums[2].data(), size_t(m) * sizeof(double)) == 0);
+    for (int64_t i = 0; i < m; ++i) {  // each row's values, the even k's and the odd k's apart
+        double even = 0, odd = 0;
+        for (int64_t t = 0; t < k; t += 2) {
+            even += a.given(i, t);
+            odd += a.given(i, t + 1);
+        }
+        REQUIRE(sums[0][size_t(i)] == even + odd);
+    }
+}
+
 TEST_CASE("gemm_bf16: the epilogue gives the plain path's bits, and a's row sums",
           "[kernels][gemm]") {
     std::mt19937 rng(11);
