@@ -309,7 +309,7 @@ def step_mode(a):
         if memory_format is not None:
             model, xv = model.to(memory_format=memory_format), x.contiguous(memory_format=memory_format)
         run = torch.compile(model) if compiled else model
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)  # ember bench train: p -= 0.01 * grad
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)  # ember bench train: optim::SGD, lr 0.01
 
         def step():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16"):

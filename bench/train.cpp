@@ -1,4 +1,5 @@
-// train family: one training step (forward, backward, plain SGD update) of
+// train family: one training step (forward, backward, plain SGD update:
+// optim::SGD at lr 0.01, one fused pass over the parameters) of
 // the reference models on CPU (mlp, resnet8 in both layouts, gpt), beside
 // the same step's matmuls/convolutions alone (kernel calls on buffers of the
 // same shapes) timed in the same run.
@@ -26,12 +27,6 @@ namespace ember::bench {
 
 namespace {
 
-void sgd_step(nn::Module& model, double lr) {
-    NoGradGuard no_grad;
-    for (const Tensor& p : model.parameters())
-        if (p.grad().defined()) sub_(p, mul(p.grad(), lr));
-}
-
 // The step's forward and loss under autocast to bf16 (--amp bf16).
 bool bf16_steps(const Options& o) { return o.amp == "bf16"; }
 
@@ -44,7 +39,7 @@ Tensor buffer(const Shape& shape, const Options& o, MemoryFormat format = Memory
 
 // One step; returns the loss (validated finite by the caller). A language
 // model's logits [B, T, V] are scored against tokens [B, T], row by row.
-double train_step(nn::Module& model, const Tensor& x, const Tensor& y, bool bf16) {
+double train_step(nn::Module& model, optim::SGD& opt, const Tensor& x, const Tensor& y, bool bf16) {
     Tensor loss;
     {
         amp::autocast scope(DType::bf16, bf16);
@@ -52,17 +47,18 @@ double train_step(nn::Module& model, const Tensor& x, const Tensor& y, bool bf16
         loss = out.dim() == 3 ? cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
                               : cross_entropy(out, y);
     }
-    model.zero_grad();
+    opt.zero_grad();
     loss.backward();
-    sgd_step(model, 0.01);
+    opt.step();
     return loss.item();
 }
 
 // Runs a few steps first: the loss must be finite and fall on a fixed batch.
-void validate(nn::Module& model, const Tensor& x, const Tensor& y, const char* name, bool bf16) {
-    const double first = train_step(model, x, y, bf16);
+void validate(nn::Module& model, optim::SGD& opt, const Tensor& x, const Tensor& y,
+              const char* name, bool bf16) {
+    const double first = train_step(model, opt, x, y, bf16);
     double last = first;
-    for (int i = 0; i < 4; ++i) last = train_step(model, x, y, bf16);
+    for (int i = 0; i < 4; ++i) last = train_step(model, opt, x, y, bf16);
     if (!std::isfinite(last) || !(last < first))
         EMBER_FAIL("bench train: ", name, " loss did not fall on a fixed batch: ", first, " -> ",
                    last);
@@ -79,13 +75,13 @@ std::string mb(size_t bytes) {
 // with FLOPs (convs, GEMMs) against the GEMM peak. Ops under 0.5 % of the
 // step are summed into one row; what no op accounts for (autograd's
 // bookkeeping, allocation, the Python-free glue) is the last row.
-void report_breakdown(const char* model_name, nn::Module& model, const Tensor& x, const Tensor& y,
-                      double peak, const Options& o, Report& report) {
+void report_breakdown(const char* model_name, nn::Module& model, optim::SGD& opt, const Tensor& x,
+                      const Tensor& y, double peak, const Options& o, Report& report) {
     const bool bf16 = bf16_steps(o);
-    train_step(model, x, y, bf16);  // warm: caches, the allocator's pools
+    train_step(model, opt, x, y, bf16);  // warm: caches, the allocator's pools
     kernels::Profiler prof;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.repeats; ++i) train_step(model, x, y, bf16);
+    for (int i = 0; i < o.repeats; ++i) train_step(model, opt, x, y, bf16);
     const double step_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.repeats;
     const std::string prefix = std::string(model_name) + " | ";
@@ -122,20 +118,21 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
                  double gemm_flops, const Options& o, Report& report) {
     const bool bf16 = bf16_steps(o);
     const std::string name = std::string(model_name) + (bf16 ? " bf16" : "");
-    validate(model, x, y, name.c_str(), bf16);
-    model.zero_grad();  // the step's own memory: activations, gradients, temporaries
+    optim::SGD opt(model.parameters(), {.lr = 0.01});
+    validate(model, opt, x, y, name.c_str(), bf16);
+    opt.zero_grad();  // the step's own memory: activations, gradients, temporaries
     reset_peak_memory_stats();
     const size_t before = memory_stats().allocated_bytes;
-    train_step(model, x, y, bf16);
+    train_step(model, opt, x, y, bf16);
     const size_t peak = memory_stats().peak_allocated_bytes - before;
 
     // The same step under the profiler (kernels/profile.h), each run its own
     // trace: what --profile costs.
     const std::vector<Timing> ms = interleaved_median_ms(
-        {[&] { train_step(model, x, y, bf16); }, gemms,
+        {[&] { train_step(model, opt, x, y, bf16); }, gemms,
          [&] {
              kernels::Profiler prof;
-             train_step(model, x, y, bf16);
+             train_step(model, opt, x, y, bf16);
          }},
         o);
     const Timing step_ms = ms[0], gemm_ms = ms[1], profiled_ms = ms[2];
@@ -155,7 +152,7 @@ void report_pair(const char* model_name, const std::string& shape, nn::Module& m
                 step_ms / profiled_ms, limit_label("step unprofiled", step_ms, "ms"), cost},
                profiled_ms);
     if (o.breakdown)
-        report_breakdown(name.c_str(), model, x, y, measure_gemm_gflops(Device::cpu(), o), o, report);
+        report_breakdown(name.c_str(), model, opt, x, y, measure_gemm_gflops(Device::cpu(), o), o, report);
 }
 
 void run_mlp(const Options& o, Report& report) {
