@@ -55,34 +55,42 @@ const float* at(const float* p, MatrixLayout l, int64_t r, int64_t c) {
     return l.row_major ? p + r * l.ld + c : p + c * l.ld + r;
 }
 
-// The kc × 64 panel of b at (k0, j0): bp[k·64 + j] = b(k0 + k, j0 + j),
-// zero for j >= nc.
-void pack_b_panel(const float* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                  float* bp) {
-    if (lb.row_major) {
+// Panels [p0, p1) of b's k-block at k0, one after another at bp: panel p's
+// element (k, j) = b(k0 + k, 64p + j), zero for columns past n.
+void pack_b_panels(const float* b, MatrixLayout lb, int64_t n, int64_t k0, int64_t kc, int64_t p0,
+                   int64_t p1, float* bp) {
+    const int64_t panel = kc * kNr;
+    if (lb.row_major) {  // each row of b read once from end to end across the panels
         for (int64_t k = 0; k < kc; ++k) {
-            const float* src = at(b, lb, k0 + k, j0);
-            float* dst = bp + k * kNr;
-            std::memcpy(dst, src, size_t(nc) * sizeof(float));
-            std::fill(dst + nc, dst + kNr, 0.0f);
+            const float* src = at(b, lb, k0 + k, 0);
+            for (int64_t p = p0; p < p1; ++p) {
+                const int64_t j0 = p * kNr, nc = std::min(kNr, n - j0);
+                float* dst = bp + (p - p0) * panel + k * kNr;
+                std::memcpy(dst, src + j0, size_t(nc) * sizeof(float));
+                std::fill(dst + nc, dst + kNr, 0.0f);
+            }
         }
         return;
     }
     // Column-major b (x·wᵀ with w row-major): column j is contiguous in k;
     // 16 × 16 blocks transposed in registers.
-    int64_t k = 0;
-    if (nc == kNr)
-        for (; k + kLanes <= kc; k += kLanes)
-            for (int64_t j = 0; j < kNr; j += kLanes) {
-                vec r[16];
-                for (int i = 0; i < 16; ++i) r[i] = load(at(b, lb, k0 + k, j0 + j + i));
-                transpose16(r);
-                for (int i = 0; i < 16; ++i) store(bp + (k + i) * kNr + j, r[i]);
-            }
-    for (; k < kc; ++k) {
-        float* dst = bp + k * kNr;
-        for (int64_t j = 0; j < nc; ++j) dst[j] = *at(b, lb, k0 + k, j0 + j);
-        std::fill(dst + nc, dst + kNr, 0.0f);
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * kNr, nc = std::min(kNr, n - j0);
+        float* panel_p = bp + (p - p0) * panel;
+        int64_t k = 0;
+        if (nc == kNr)
+            for (; k + kLanes <= kc; k += kLanes)
+                for (int64_t j = 0; j < kNr; j += kLanes) {
+                    vec r[16];
+                    for (int i = 0; i < 16; ++i) r[i] = load(at(b, lb, k0 + k, j0 + j + i));
+                    transpose16(r);
+                    for (int i = 0; i < 16; ++i) store(panel_p + (k + i) * kNr + j, r[i]);
+                }
+        for (; k < kc; ++k) {
+            float* dst = panel_p + k * kNr;
+            for (int64_t j = 0; j < nc; ++j) dst[j] = *at(b, lb, k0 + k, j0 + j);
+            std::fill(dst + nc, dst + kNr, 0.0f);
+        }
     }
 }
 
@@ -228,9 +236,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, 
             return Scratch{std::make_unique_for_overwrite<float[]>(size_t(split.max_rows * kc_max)),
                            std::make_unique_for_overwrite<float[]>(size_t(split.group * kNr * kc_max))};
         },
-        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p, int64_t slot) {
-            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                         own.bpack.get() + slot * kNr * kc);
+        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p0, int64_t p1) {
+            pack_b_panels(b, lb, n, k0, kc, p0, p1, own.bpack.get());
         },
         [&](const Scratch& own, const GemmItem& it) {
             const int64_t k0 = it.k0, kc = it.kc, i0 = it.rows.first, mc = it.rows.count;

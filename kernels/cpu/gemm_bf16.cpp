@@ -97,34 +97,50 @@ int64_t pack_b_columns16(const BFloat16* b, int64_t ld, int64_t k0, int64_t kc, 
     return pairs;
 }
 
-// The kc × 64 panel of b at (k0, j0) in pairs: bp[q·64 + j] =
-// (b(k0 + 2q, j0 + j), b(k0 + 2q + 1, j0 + j)), zero past kc and nc.
+// Panels [p0, p1) of b's k-block at k0 in pairs, one after another at bp:
+// panel p's element (q, j) = (b(k0 + 2q, 64p + j), b(k0 + 2q + 1, 64p + j)),
+// zero past kc and n.
 template <class T>
-void pack_b_panel(const T* b, MatrixLayout lb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                  uint32_t* bp) {
-    const int64_t pairs = (kc + 1) / 2;
-    // Column-major bf16: whole 16 × 16 blocks of pairs by transposes first.
-    int64_t done = 0;
-    if constexpr (std::is_same_v<T, BFloat16>)
-        if (!lb.row_major) done = pack_b_columns16(b, lb.ld, k0, kc, j0, nc, bp);
-    for (int64_t q = 0; q < pairs; ++q) {
-        uint32_t* dst = bp + q * kNr;
-        const bool odd = 2 * q + 1 < kc;
-        if (lb.row_major) {  // two rows of b side by side (loops that vectorize)
-            const T* e = at(b, lb, k0 + 2 * q, j0);
-            if (odd) {
-                const T* o = at(b, lb, k0 + 2 * q + 1, j0);
-                for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), bits(o[j]));
-            } else {
-                for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j]), 0);
+void pack_b_panels(const T* b, MatrixLayout lb, int64_t n, int64_t k0, int64_t kc, int64_t p0,
+                   int64_t p1, uint32_t* bp) {
+    const int64_t pairs = (kc + 1) / 2, panel = pairs * kNr;
+    if (lb.row_major) {
+        // Two rows of b side by side, read once from end to end across the
+        // panels (the streams a cold b is prefetched best on), in loops that
+        // vectorize.
+        for (int64_t q = 0; q < pairs; ++q) {
+            const bool odd = 2 * q + 1 < kc;
+            const T* e = at(b, lb, k0 + 2 * q, 0);
+            const T* o = odd ? at(b, lb, k0 + 2 * q + 1, 0) : nullptr;
+            for (int64_t p = p0; p < p1; ++p) {
+                const int64_t j0 = p * kNr, nc = std::min(kNr, n - j0);
+                uint32_t* dst = bp + (p - p0) * panel + q * kNr;
+                if (odd)
+                    for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j0 + j]), bits(o[j0 + j]));
+                else
+                    for (int64_t j = 0; j < nc; ++j) dst[j] = pair(bits(e[j0 + j]), 0);
+                std::fill(dst + nc, dst + kNr, 0u);
             }
-        } else {  // column-major (x·wᵀ, w row-major): a column's pairs lie side by side
+        }
+        return;
+    }
+    // Column-major (x·wᵀ, w row-major): a column's pairs lie side by side;
+    // bf16's whole 16 × 16 blocks of pairs by transposes first.
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * kNr, nc = std::min(kNr, n - j0);
+        uint32_t* panel_p = bp + (p - p0) * panel;
+        int64_t done = 0;
+        if constexpr (std::is_same_v<T, BFloat16>)
+            done = pack_b_columns16(b, lb.ld, k0, kc, j0, nc, panel_p);
+        for (int64_t q = 0; q < pairs; ++q) {
+            uint32_t* dst = panel_p + q * kNr;
+            const bool odd = 2 * q + 1 < kc;
             for (int64_t j = q < done ? nc / 16 * 16 : 0; j < nc; ++j) {
                 const T* col = at(b, lb, k0 + 2 * q, j0 + j);
                 dst[j] = pair(bits(col[0]), odd ? bits(col[1]) : 0);
             }
+            std::fill(dst + nc, dst + kNr, 0u);
         }
-        std::fill(dst + nc, dst + kNr, 0u);
     }
 }
 
@@ -300,9 +316,8 @@ void run(int64_t m, int64_t n, int64_t k, const TA* a, MatrixLayout la, const TB
                 std::make_unique_for_overwrite<uint32_t[]>(size_t(split.group * kNr * pairs_max)),
                 std::make_unique_for_overwrite<float[]>(size_t(kMr * kNr))};
         },
-        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p, int64_t slot) {
-            pack_b_panel(b, lb, k0, kc, p * kNr, std::min(kNr, n - p * kNr),
-                         own.bpack.get() + slot * kNr * ((kc + 1) / 2));
+        [&](const Scratch& own, int64_t k0, int64_t kc, int64_t p0, int64_t p1) {
+            pack_b_panels(b, lb, n, k0, kc, p0, p1, own.bpack.get());
         },
         [&](const Scratch& own, const GemmItem& it) {
             const int64_t k0 = it.k0, kc = it.kc, pairs = (kc + 1) / 2;

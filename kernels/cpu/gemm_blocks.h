@@ -105,9 +105,9 @@ struct GemmItem {
 /// The GEMMs' schedule: each thread takes its part (more than one if the
 /// team is smaller than planned), makes its buffers once — make_scratch() —
 /// and then, k-block by k-block (`k_block` deep) in turn, for each group of
-/// its panels: packs them — pack_b(scratch, k0, kc, p, slot), slot being the
-/// panel's place in the group — and runs item(scratch, it) on each block of
-/// its rows. Every element of c is written by one thread, its k-blocks in
+/// its panels [p0, p1): packs them — pack_b(scratch, k0, kc, p0, p1), panel p
+/// at place p − p0 of the thread's buffer — and runs item(scratch, it) on
+/// each block of its rows. Every element of c is written by one thread, its k-blocks in
 /// order.
 template <class MakeScratch, class PackB, class Item>
 void gemm_schedule(const GemmSplit& s, int64_t k, int64_t k_block, MakeScratch make_scratch,
@@ -125,7 +125,7 @@ void gemm_schedule(const GemmSplit& s, int64_t k, int64_t k_block, MakeScratch m
                 const int64_t kc = std::min(k_block, k - k0);
                 for (int64_t p0 = cols.first; p0 < cols.first + cols.count; p0 += s.group) {
                     const int64_t p1 = std::min(cols.first + cols.count, p0 + s.group);
-                    for (int64_t p = p0; p < p1; ++p) pack_b(scratch, k0, kc, p, p - p0);
+                    pack_b(scratch, k0, kc, p0, p1);
                     for (int64_t b = 0; b < blocks; ++b) {
                         const int64_t first = rows.first + b * part_tiles / blocks * s.mr;
                         const int64_t last =
