@@ -364,10 +364,14 @@ def time_steps(a, batch, quick, variants, unavailable):
     fastest = min(variants, key=med.get)
     ember_best = min(ember_rows, key=med.get)
     speed = med[fastest] / med[ember_best]
+    # Round by round (the machine's speed drifts between rounds, the same for both engines within
+    # one): PyTorch's fastest variant that round over ember's, the median of those ratios.
+    by_round = statistics.median(min(times[v][i] for v in variants) / min(times[e][i] for e in ember_rows)
+                                 for i in range(a.rounds))
     res = {"mode": "step", "model": a.model, "amp": a.amp, "batch": batch, "threads": a.threads, "rounds": a.rounds,
            "repeats": a.repeats, "torch": torch_info(), "median_ms": med, "rounds_ms": times,
            "unavailable": unavailable, "fastest_pytorch": fastest, "fastest_ember": ember_best,
-           "pytorch_over_ember_time": speed, "other_busy_cpus": busy}
+           "pytorch_over_ember_time": speed, "pytorch_over_ember_by_round": by_round, "other_busy_cpus": busy}
     if a.json:
         return print(json.dumps(res, indent=2))
     amp = ", forward and loss under autocast to bf16 in both" if a.amp == "bf16" else ""
@@ -382,6 +386,7 @@ def time_steps(a, batch, quick, variants, unavailable):
         print(f"{'PyTorch ' + name:24}{'-':>10}   unavailable: {why}")
     print(f"\nfastest ember ({ember_best}) vs fastest PyTorch ({fastest}): {speed:.2f}x "
           f"(PyTorch ms / ember ms; > 1: ember faster){load_line(busy)}")
+    print(f"round by round (each round's fastest of each engine): {by_round:.2f}x by the median")
 
 
 SYNTHETIC_TRAIN = 60000  # `ember train --data synthetic`'s training samples
