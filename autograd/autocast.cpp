@@ -2,6 +2,11 @@
 #include "autograd/autocast.h"
 
 #include <cstring>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/storage.h"
 
 namespace ember::amp {
 
@@ -9,6 +14,48 @@ namespace {
 
 thread_local bool t_enabled = false;
 thread_local DType t_dtype = DType::bf16;
+
+// Note [The autocast cast cache]
+// A weight — a leaf that requires grad — used by several low-precision ops
+// in one autocast scope (a tied embedding and head, a layer applied twice, a
+// recurrence) is cast once: the first cast (a recorded `to`) is kept until
+// the outermost enabled scope ends, and later uses get the same tensor, so
+// the gradients of every use meet at that one cast and go back to f32 once.
+// A step's forward runs in one scope, so each weight's low-precision copy is
+// made once per step. An entry is used only while the weight's storage
+// version is the one it was cast at (an in-place update inside the scope
+// makes a new copy), while grad mode is on, as when it was made (a cast
+// made without grad mode has no graph to share), and while a backward can
+// still walk through its cast (a cast saves nothing, so a scope around
+// several forwards and backwards keeps it). Per thread, like the state.
+struct CachedCast {
+    Tensor source;  // held, so that its address names it while cached
+    uint64_t version;
+    DType dtype;
+    Tensor cast;
+};
+thread_local std::vector<CachedCast> t_cache;
+
+bool cacheable(const Tensor& t) {
+    return GradMode::is_enabled() && t.requires_grad() && t.is_leaf();
+}
+
+Tensor cached_cast(const Tensor& t, DType dtype) {
+    if (!cacheable(t)) return t.to(dtype);
+    const uint64_t version = t.storage()->version();
+    for (const CachedCast& c : t_cache)
+        if (c.source.unsafe_impl() == t.unsafe_impl() && c.dtype == dtype) {
+            const std::shared_ptr<autograd::Node> node = c.cast.grad_fn();
+            if (c.version == version && node && !node->released()) return c.cast;
+            break;
+        }
+    Tensor cast = t.to(dtype);
+    std::erase_if(t_cache, [&](const CachedCast& c) {
+        return c.source.unsafe_impl() == t.unsafe_impl() && c.dtype == dtype;
+    });
+    t_cache.push_back({t, version, dtype, cast});
+    return cast;
+}
 
 struct Entry {
     const char* op;
@@ -49,6 +96,7 @@ autocast::autocast(DType dtype, bool enabled) : prev_enabled_(t_enabled), prev_d
 autocast::~autocast() {
     t_enabled = prev_enabled_;
     t_dtype = prev_dtype_;
+    if (!t_enabled) t_cache.clear();  // the outermost enabled scope ends
 }
 
 bool is_autocast_enabled() { return t_enabled; }
@@ -64,7 +112,7 @@ Tensor cast_input(const char* op, const Tensor& t) {
     if (!t_enabled || !t.defined() || !is_floating(t.dtype())) return t;
     switch (cast_policy(op)) {
         case CastPolicy::lower:  // f64 is left alone, as PyTorch's autocast does
-            return t.dtype() == t_dtype || t.dtype() == DType::f64 ? t : t.to(t_dtype);
+            return t.dtype() == t_dtype || t.dtype() == DType::f64 ? t : cached_cast(t, t_dtype);
         case CastPolicy::f32:
             return t.dtype() == DType::f16 || t.dtype() == DType::bf16 ? t.to(DType::f32) : t;
         case CastPolicy::none: return t;

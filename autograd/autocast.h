@@ -40,7 +40,10 @@ enum class CastPolicy {
 CastPolicy cast_policy(const char* op);
 
 /// `t` as op `op` takes it: itself when autocast is off, `t` is undefined or
-/// not floating, or the policy leaves it; else t.to(dtype) (recorded).
+/// not floating, or the policy leaves it; else t.to(dtype) (recorded). A
+/// weight (a leaf that requires grad) lowered is cast once per outermost
+/// autocast scope while it is unchanged: later uses get the same cast
+/// (Note [The autocast cast cache]).
 Tensor cast_input(const char* op, const Tensor& t);
 
 }  // namespace ember::amp

@@ -1,7 +1,8 @@
 // Autocast: the per-op policy (products in the low precision, softmax, layer
 // norm, reductions and losses in f32, batch norm as given, f64 untouched),
 // channels-last kept through the casts and their gradients, gradients reaching f32
-// weights in f32, thread-local scopes; bf16 autocast training of the mlp
+// weights in f32, thread-local scopes, a weight cast once per scope while
+// unchanged; bf16 autocast training of the mlp
 // within a point of f32 training; an f16 model whose gradients overflow under
 // a large loss scale skips its step and backs the scale off; a skipped step
 // leaves no trace (the next step is the one it would have been, for every
@@ -93,6 +94,53 @@ TEST_CASE("amp: gradients reach f32 weights in f32 through the recorded casts", 
     // d Σ(x wᵀ) / dw = column sums of x for every row of w; bf16-rounded x.
     const Tensor want = sum(x.to(DType::bf16).to(DType::f32), {0}, true).expand({5, 6});
     check_close(w.grad(), want, 1e-2, 1e-2);
+}
+
+TEST_CASE("amp: a weight is cast once per autocast scope while it is unchanged", "[amp]") {
+    Tensor w = random_tensor({5, 6}, DType::f32, 21).set_requires_grad(true);
+    const Tensor x1 = random_tensor({7, 6}, DType::f32, 22), x2 = random_tensor({3, 6}, DType::f32, 23);
+    const Tensor activation = random_tensor({7, 6}, DType::f32, 24);  // not a weight
+    const auto cast = [](const Tensor& t) { return amp::cast_input("linear", t); };
+    {
+        amp::autocast ac(DType::bf16);
+        const Tensor first = cast(w);
+        CHECK(first.dtype() == DType::bf16);
+        CHECK(cast(w).unsafe_impl() == first.unsafe_impl());  // the same recorded cast
+        CHECK(cast(activation).unsafe_impl() != cast(activation).unsafe_impl());
+        {
+            amp::autocast inner(DType::bf16);  // a nested scope shares the outer one's casts
+            CHECK(cast(w).unsafe_impl() == first.unsafe_impl());
+        }
+        {
+            NoGradGuard no_grad;  // no graph to share: cast apart, and not kept
+            CHECK(cast(w).unsafe_impl() != first.unsafe_impl());
+        }
+        CHECK(cast(w).unsafe_impl() == first.unsafe_impl());
+        // Both uses' gradients meet at the one cast: column sums of each x.
+        add(sum(linear(x1, w, Tensor())), sum(linear(x2, w, Tensor()))).backward();
+        const auto column_sums = [](const Tensor& x) {
+            return sum(x.to(DType::bf16).to(DType::f32), {0}, true).expand({5, 6});
+        };
+        check_close(w.grad(), add(column_sums(x1), column_sums(x2)), 1e-2, 1e-2);
+        // A cast saves nothing: a backward leaves it walkable, so a scope
+        // around several forwards and backwards keeps it and accumulates.
+        CHECK(cast(w).unsafe_impl() == first.unsafe_impl());
+        sum(linear(x1, w, Tensor())).backward();
+        check_close(w.grad(), add(mul(column_sums(x1), 2.0), column_sums(x2)), 1e-2, 1e-2);
+        // Changed in place: cast again, from the new values.
+        const Tensor before_update = cast(w);
+        {
+            NoGradGuard no_grad;
+            sub_(w, 1.0);
+        }
+        const Tensor updated = cast(w);
+        CHECK(updated.unsafe_impl() != before_update.unsafe_impl());
+        check_close(updated.to(DType::f32), w.to(DType::bf16).to(DType::f32), 0, 0);
+    }
+    amp::autocast again(DType::bf16);  // a new scope: a new cast
+    const Tensor fresh = cast(w);
+    CHECK(fresh.dtype() == DType::bf16);
+    check_close(fresh.to(DType::f32), w.to(DType::bf16).to(DType::f32), 0, 0);
 }
 
 namespace {
