@@ -107,8 +107,8 @@ struct GemmItem {
 /// and then, k-block by k-block (`k_block` deep) in turn, for each group of
 /// its panels [p0, p1): packs them — pack_b(scratch, k0, kc, p0, p1), panel p
 /// at place p − p0 of the thread's buffer — and runs item(scratch, it) on
-/// each block of its rows. Every element of c is written by one thread, its k-blocks in
-/// order.
+/// each block of its rows. Every element of c is written by one thread, its
+/// k-blocks in order.
 template <class MakeScratch, class PackB, class Item>
 void gemm_schedule(const GemmSplit& s, int64_t k, int64_t k_block, MakeScratch make_scratch,
                    PackB pack_b, Item item) {
