@@ -231,16 +231,35 @@ LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias, boo
     return r;
 }
 
-LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias) {
+LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias,
+                                     std::optional<DType> out) {
     const char* op = "linear_weight_grad";
     check_operands({&grad, &x}, op);
     EMBER_CHECK(grad.dim() == 2 && x.dim() == 2 && grad.size(0) == x.size(0), op,
                 ": expected grad [rows, out] and input [rows, in], got ", describe(grad), " and ",
                 describe(x));
+    const DType dt = out.value_or(x.dtype());
+    const bool low = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
+    EMBER_CHECK(dt == x.dtype() || (dt == DType::f32 && low), op, ": gradients in ",
+                dtype_name(dt), " from ", dtype_name(x.dtype()),
+                " operands (f32 from f16 or bf16, else the operands' dtype)");
     const int64_t out_f = grad.size(1), in = x.size(1);
-    if (want_bias && grad.dtype() != DType::f64 && grad.numel() > 0 && in > 0 && lt_rows(grad) &&
-        lt_rows(x)) {
-        LinearWeightGrads r{empty({out_f, in}, like(x)), empty({out_f}, like(x))};
+    // f32 from bf16 operands where a kernel writes them: the CPU's fused
+    // kernel (its f32 sums); cuBLASLt's epilogue here takes one dtype.
+    const bool widen = dt != x.dtype() && grad.dtype() == x.dtype() &&
+                       backend_choice(
+                           op, x.device(), [&] { return x.dtype() == DType::bf16; },
+                           [](auto) { return false; });
+    if (widen && !(lt_rows(grad) && lt_rows(x)))  // the kernel reads rows of unit stride
+        return linear_weight_grad(contiguous(grad), contiguous(x), want_bias, dt);
+    if (dt != x.dtype() && !(widen && grad.numel() > 0 && in > 0)) {
+        // Where no kernel writes f32 from low-precision operands: theirs, cast.
+        LinearWeightGrads r = linear_weight_grad(grad, x, want_bias);
+        return {r.weight.to(dt), r.bias.defined() ? r.bias.to(dt) : r.bias};
+    }
+    if ((want_bias || widen) && grad.dtype() != DType::f64 && grad.numel() > 0 && in > 0 &&
+        lt_rows(grad) && lt_rows(x)) {
+        LinearWeightGrads r{empty({out_f, in}, like(x, dt)), empty({out_f}, like(x, dt))};
         const View vw = view_of(r.weight, op), vb = view_of(r.bias, op), vg = view_of(grad, op),
                    vx = view_of(x, op);
         bool ran = false;
@@ -250,7 +269,11 @@ LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool w
                   2.0 * double(out_f) * double(in) * double(x.size(0))},
                  [&] { ran = cpu::linear_weight_grad(vw, vb, vg, vx); },
                  [&](auto stream) { ran = cuda::linear_weight_grad(vw, vb, vg, vx, stream); });
-        if (ran) return r;
+        if (ran) {
+            if (!want_bias) r.bias = Tensor();
+            return r;
+        }
+        EMBER_INTERNAL_CHECK(!widen, op, ": the CPU kernel declined f32 gradients from bf16");
     }
     return {matmul(views::transpose(grad, 0, 1), x), want_bias ? sum(grad, {0}) : Tensor()};
 }

@@ -55,10 +55,14 @@ LinearGelu linear_gelu(const Tensor& x, const Tensor& w, const Tensor& bias = {}
 /// from grad [rows, out] and x [rows, in] (the layer's rows stacked):
 /// weight = gradᵀ · x [out, in], bias = Σ over the rows of grad [out]. On
 /// CUDA (f32, f16, bf16) one cuBLASLt GEMM sums the bias gradient in its
-/// epilogue (CUBLASLT_EPILOGUE_BGRADB); elsewhere matmul, then sum.
+/// epilogue (CUBLASLT_EPILOGUE_BGRADB); elsewhere matmul, then sum. `out`
+/// (default: x's dtype) may be f32 for f16/bf16 operands — the gradients of
+/// f32 weights autocast lowered: on the CPU bf16's f32 sums as they are, not
+/// rounded to bf16 first; elsewhere computed in x's dtype, then cast.
 struct LinearWeightGrads {
     Tensor weight, bias;
 };
-LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias);
+LinearWeightGrads linear_weight_grad(const Tensor& grad, const Tensor& x, bool want_bias,
+                                     std::optional<DType> out = std::nullopt);
 
 }  // namespace ember::kernels

@@ -172,6 +172,9 @@ bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const Vi
                         const View& x) {
     const DType dt = g.dtype;
     if ((dt != DType::f32 && dt != DType::bf16) || x.dtype != dt) return false;
+    const DType out = grad_weight.dtype;  // dt, or f32 from bf16 operands
+    if (grad_bias.dtype != out || (out != dt && !(dt == DType::bf16 && out == DType::f32)))
+        return false;
     const int64_t rows = g.shape[0], n = g.shape[1], k = x.shape[1];
     const MatrixLayout lgt{false, rows <= 1 ? n : g.strides[0]};  // gᵀ: column-major [N, rows]
     const MatrixLayout lx{true, rows <= 1 ? k : x.strides[0]};
@@ -185,9 +188,15 @@ bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const Vi
         for (int64_t j = 0; j < n; ++j) db[j] = float(sums[size_t(j)]);
         return true;
     }
-    gemm_bf16(n, k, rows, {g.data, dt, lgt}, {x.data, dt, lx}, grad_weight.data, dt, k, false, &ep);
-    BFloat16* db = grad_bias.ptr<BFloat16>();
-    for (int64_t j = 0; j < n; ++j) db[j] = BFloat16(float(sums[size_t(j)]));
+    gemm_bf16(n, k, rows, {g.data, dt, lgt}, {x.data, dt, lx}, grad_weight.data, out, k, false,
+              &ep);
+    if (out == DType::f32) {
+        float* db = grad_bias.ptr<float>();
+        for (int64_t j = 0; j < n; ++j) db[j] = float(sums[size_t(j)]);
+    } else {
+        BFloat16* db = grad_bias.ptr<BFloat16>();
+        for (int64_t j = 0; j < n; ++j) db[j] = BFloat16(float(sums[size_t(j)]));
+    }
     return true;
 }
 

@@ -33,7 +33,8 @@ bool linear_forward(const View& out, const View& x, const View& w, const View& b
 /// grad_weight [N, K] = gᵀ · x and grad_bias [N] = Σ over the M rows of g
 /// (summed in f64 in row order while the product packs g), g [M, N] and x
 /// [M, K] with unit column stride, grad_weight and grad_bias contiguous. f32
-/// or bf16 (grad_bias rounded once from the f64 sums): returns false for
+/// or bf16 (grad_bias rounded once from the f64 sums), or f32 gradients from
+/// bf16 g and x (the product's f32 sums as they are): returns false for
 /// other dtypes.
 bool linear_weight_grad(const View& grad_weight, const View& grad_bias, const View& g,
                         const View& x);

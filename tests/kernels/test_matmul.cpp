@@ -288,6 +288,40 @@ TEST_CASE("linear_relu and linear_weight_grad match the reference", "[matmul]") 
                             "linear_relu: input f32 [3, 4]");
 }
 
+TEST_CASE("linear_weight_grad: f32 gradients from bf16 operands, the f32 sums unrounded",
+          "[matmul]") {
+    // 300 rows: sums long enough that f32 keeps bits bf16 does not.
+    const Tensor g = random_tensor({300, 70}, DType::bf16, 71), x = random_tensor({300, 90}, DType::bf16, 72);
+    Shape shape;
+    const std::vector<double> want_w = reference_matmul(g.t(), x, &shape);
+    std::vector<double> want_b(70, 0.0);
+    const std::vector<double> vg = values(g);
+    for (size_t i = 0; i < vg.size(); ++i) want_b[i % 70] += vg[i];
+    for (const bool strided : {false, true}) {
+        INFO((strided ? "strided" : "contiguous"));
+        const Tensor gi = strided ? non_contiguous(g) : g;
+        const kernels::LinearWeightGrads wide = kernels::linear_weight_grad(gi, x, true, DType::f32);
+        const kernels::LinearWeightGrads low = kernels::linear_weight_grad(gi, x, true);
+        REQUIRE(wide.weight.dtype() == DType::f32);
+        REQUIRE(wide.bias.dtype() == DType::f32);
+        // The products are exact and summed in f32: within f32's rounding of
+        // 300 terms, far inside bf16's (2^-8).
+        check_close(wide.weight, want_w, 1e-5, 1e-5);
+        check_close(wide.bias, want_b, 1e-6, 1e-6);
+        // The same sums as the bf16 result's, which rounds them once more.
+        check_close(wide.weight.to(DType::bf16).to(DType::f32), low.weight.to(DType::f32), 0, 0);
+        check_close(wide.bias.to(DType::bf16).to(DType::f32), low.bias.to(DType::f32), 0, 0);
+        CHECK(sum(abs(sub(wide.weight, wide.weight.to(DType::bf16).to(DType::f32)))).item() > 0);
+        CHECK_FALSE(kernels::linear_weight_grad(gi, x, false, DType::f32).bias.defined());
+    }
+    // f32 operands give f32; f32 gradients come only from f16 or bf16.
+    const Tensor g32 = g.to(DType::f32), x32 = x.to(DType::f32);
+    check_close(kernels::linear_weight_grad(g32, x32, true, DType::f32).weight,
+                kernels::linear_weight_grad(g32, x32, true).weight, 0, 0);
+    REQUIRE_THROWS_WITH_MSG(kernels::linear_weight_grad(g32, x32, true, DType::bf16),
+                            "linear_weight_grad: gradients in bf16 from f32 operands");
+}
+
 TEST_CASE("cpu::matmul overwrites a poisoned output, zeroes it for K = 0, accumulates on request",
           "[matmul]") {
     const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -15,6 +15,7 @@
 
 #include <thread>
 
+#include "kernels/matmul.h"
 #include "kernels/optim.h"
 #include "optim/optim.h"
 #include "support/support.h"
@@ -94,6 +95,30 @@ TEST_CASE("amp: gradients reach f32 weights in f32 through the recorded casts", 
     // d Σ(x wᵀ) / dw = column sums of x for every row of w; bf16-rounded x.
     const Tensor want = sum(x.to(DType::bf16).to(DType::f32), {0}, true).expand({5, 6});
     check_close(w.grad(), want, 1e-2, 1e-2);
+}
+
+TEST_CASE("amp: a lowered linear weight's gradient comes from the GEMM in f32, not through its cast",
+          "[amp]") {
+    Tensor w = random_tensor({40, 90}, DType::f32, 31).set_requires_grad(true);
+    Tensor b = random_tensor({40}, DType::f32, 32).set_requires_grad(true);
+    const Tensor x = random_tensor({300, 90}, DType::f32, 33), dy = random_tensor({300, 40}, DType::f32, 34);
+    Tensor y;
+    {
+        amp::autocast ac(DType::bf16);
+        y = linear_relu(x, w, b);
+    }
+    sum(mul(y.to(DType::f32), dy)).backward();
+    REQUIRE(w.grad().dtype() == DType::f32);
+    REQUIRE(b.grad().dtype() == DType::f32);
+    // The kernel's f32 gradients of the same bf16 values, bit for bit: the
+    // bf16 dy (y's gradient), masked where y = 0, against the bf16 x.
+    const Tensor g = where(gt(y, 0.0), dy.to(DType::bf16), zeros(y.shape(), {DType::bf16}));
+    const kernels::LinearWeightGrads want =
+        kernels::linear_weight_grad(g, x.to(DType::bf16), true, DType::f32);
+    check_close(w.grad(), want.weight, 0, 0);
+    check_close(b.grad(), want.bias, 0, 0);
+    // Not rounded to bf16 on the way.
+    CHECK(sum(abs(sub(w.grad(), w.grad().to(DType::bf16).to(DType::f32)))).item() > 0);
 }
 
 TEST_CASE("amp: a weight is cast once per autocast scope while it is unchanged", "[amp]") {
