@@ -269,7 +269,7 @@ TEST_CASE("norm kernels give the same bits for 1 and 2 threads", "[norm]") {
 
 
 TEST_CASE("batch_norm on channels-last inputs", "[norm][batch_norm][format]") {
-    const Shape shapes[] = {{8, 16, 10, 10}, {3, 32, 7, 5}, {2, 3, 4, 4}, {1, 6, 5, 5}};
+    const Shape shapes[] = {{8, 16, 10, 10}, {3, 32, 7, 5}, {2, 64, 3, 3}, {2, 3, 4, 4}, {1, 6, 5, 5}};
     const int saved = omp_get_max_threads();
     uint64_t seed = 700;
     for (const Shape& shape : shapes)
