@@ -59,18 +59,20 @@ Tensor fit_gradient(const Node& node, size_t i, Tensor g) {
 }
 
 // The sum of the gradients flowing into one input. In place when nothing
-// else can see the slot — its tensor and storage held by the slot alone, and
-// g's shape, dtype and device — so a residual stream's gradient is summed
-// without a new tensor; otherwise out of place (a backward may hand the
-// same tensor to several inputs, and others may hold it).
+// else can see the slot — its tensor and storage held by the slot alone, dense
+// (contiguous or channels-last), and g's shape, dtype and device — so a
+// residual stream's gradient is summed without a new tensor; otherwise out of
+// place (a backward may hand the same tensor to several inputs, and others
+// may hold it).
 void accumulate(Tensor& slot, const Tensor& g) {
     if (!slot.defined()) {
         slot = g;
         return;
     }
+    const bool dense = slot.is_contiguous() || slot.is_contiguous(MemoryFormat::channels_last);
     const bool alone = slot.shared_impl().use_count() == 1 && slot.storage().use_count() == 1 &&
-                       slot.is_contiguous() && slot.shape() == g.shape() &&
-                       slot.dtype() == g.dtype() && slot.device() == g.device();
+                       dense && slot.shape() == g.shape() && slot.dtype() == g.dtype() &&
+                       slot.device() == g.device();
     slot = alone ? kernels::add_(slot, g) : kernels::add(slot, g);
 }
 

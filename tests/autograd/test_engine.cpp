@@ -281,3 +281,18 @@ TEST_CASE("autograd: undefined tensors are errors, not crashes", "[autograd]") {
     REQUIRE_THROWS_WITH_MSG(add_(Tensor(), 1.0), "undefined tensor");
     REQUIRE_THROWS_WITH_MSG(Tensor().set_grad({}), "undefined tensor");
 }
+
+TEST_CASE("autograd: gradients meeting at a channels-last input add up, whatever their layouts",
+          "[autograd]") {
+    // relu(x) + x + x·c: three gradients for x — channels-last from the first
+    // two, NCHW from the third (c is NCHW) — summed in place into the first.
+    const Tensor x = random_tensor({2, 3, 4, 5}, DType::f32, 91)
+                         .contiguous(MemoryFormat::channels_last)
+                         .set_requires_grad(true);
+    const Tensor c = random_tensor({2, 3, 4, 5}, DType::f32, 92);
+    sum(add(add(relu(x), x), mul(x, c))).backward();
+    const std::vector<double> vx = values(x), vc = values(c);
+    std::vector<double> want(vx.size());
+    for (size_t i = 0; i < vx.size(); ++i) want[i] = (vx[i] > 0 ? 1.0 : 0.0) + 1.0 + vc[i];
+    check_close(x.grad(), want, 1e-6, 1e-6);
+}
