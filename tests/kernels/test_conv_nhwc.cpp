@@ -54,27 +54,7 @@ Outputs run_nhwc(const Conv2dShape& s, const std::vector<float>& x, const std::v
 void check_reference(const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
                      const float* bias, const std::vector<float>& dy, const Outputs& got) {
     using cpu::nhwc::Pass;
-    Ref out(dy.size()), dx(x.size()), dw(w.size());
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t oy = 0; oy < s.oh; ++oy)
-            for (int64_t ox = 0; ox < s.ow; ++ox)
-                for (int64_t o = 0; o < s.o; ++o) {
-                    const size_t oe = size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o);
-                    if (bias) out.add(oe, bias[o]);
-                    for (int64_t i = 0; i < s.kh; ++i)
-                        for (int64_t j = 0; j < s.kw; ++j) {
-                            const int64_t iy = oy * s.sh - s.ph + i * s.dh,
-                                          ix = ox * s.sw - s.pw + j * s.dw;
-                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                            for (int64_t c = 0; c < s.c; ++c) {
-                                const size_t xe = size_t(((n * s.h + iy) * s.w + ix) * s.c + c);
-                                const size_t we = size_t(((o * s.c + c) * s.kh + i) * s.kw + j);
-                                out.add(oe, double(x[xe]) * w[we]);
-                                dx.add(xe, double(dy[oe]) * w[we]);
-                                dw.add(we, double(dy[oe]) * x[xe]);
-                            }
-                        }
-                }
+    const auto [out, dx, dw] = nhwc_reference(s, x, w, bias, dy, [](float v) { return double(v); });
     if (cpu::nhwc::fits(s, Pass::forward)) check(got.out, out, "forward");
     if (cpu::nhwc::fits(s, Pass::grad_input)) check(got.dx, dx, "grad_input");
     if (cpu::nhwc::fits(s, Pass::grad_weight)) check(got.dw, dw, "grad_weight");

@@ -78,27 +78,7 @@ void check_bf16(const Bits& got, const Ref& want, int64_t length, const char* wh
 void check_reference(const Conv2dShape& s, const Bits& x, const Bits& w, const uint16_t* bias,
                      const Bits& dy, const Outputs& got) {
     using bf::Pass;
-    Ref out(dy.size()), dx(x.size()), dw(w.size());
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t oy = 0; oy < s.oh; ++oy)
-            for (int64_t ox = 0; ox < s.ow; ++ox)
-                for (int64_t o = 0; o < s.o; ++o) {
-                    const size_t oe = size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o);
-                    if (bias) out.add(oe, value(bias[o]));
-                    for (int64_t i = 0; i < s.kh; ++i)
-                        for (int64_t j = 0; j < s.kw; ++j) {
-                            const int64_t iy = oy * s.sh - s.ph + i * s.dh,
-                                          ix = ox * s.sw - s.pw + j * s.dw;
-                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                            for (int64_t c = 0; c < s.c; ++c) {
-                                const size_t xe = size_t(((n * s.h + iy) * s.w + ix) * s.c + c);
-                                const size_t we = size_t(((o * s.c + c) * s.kh + i) * s.kw + j);
-                                out.add(oe, value(x[xe]) * value(w[we]));
-                                dx.add(xe, value(dy[oe]) * value(w[we]));
-                                dw.add(we, value(dy[oe]) * value(x[xe]));
-                            }
-                        }
-                }
+    const auto [out, dx, dw] = nhwc_reference(s, x, w, bias, dy, [](uint16_t v) { return value(v); });
     const int64_t taps = s.kh * s.kw;
     if (bf::fits(s, Pass::forward)) check_bf16(got.out, out, s.c * taps, "forward");
     if (bf::fits(s, Pass::grad_input)) check_bf16(got.dx, dx, s.o * taps, "grad_input");

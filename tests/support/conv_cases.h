@@ -1,6 +1,7 @@
 // What the CPU convolution kernel tests share (test_conv_direct.cpp,
-// test_conv_nhwc.cpp): a conv's sizes as one line of a table, seeded
-// inputs, and a reference value that remembers its terms' magnitudes.
+// test_conv_nhwc.cpp, test_conv_nhwc_bf16.cpp): a conv's sizes as one line
+// of a table, seeded inputs, a reference value that remembers its terms'
+// magnitudes, and the channels-last passes' definitions.
 #pragma once
 
 #include <cmath>
@@ -95,6 +96,41 @@ struct Ref {
         mag[e] += std::abs(term);
     }
 };
+
+/// A channels-last conv's three passes from their definitions, in f64: out
+/// [N, OH, OW, O], dx [N, H, W, C] and dw [O, C, kH, kW] from x [N, H, W, C],
+/// w, bias (or null) and dy [N, OH, OW, O]; value(e) reads an element (f32,
+/// or bf16 bits) as a double.
+struct NhwcRefs {
+    Ref out, dx, dw;
+};
+template <class T, class Value>
+NhwcRefs nhwc_reference(const kernels::Conv2dShape& s, const std::vector<T>& x,
+                        const std::vector<T>& w, const T* bias, const std::vector<T>& dy,
+                        Value value) {
+    NhwcRefs r{Ref(dy.size()), Ref(x.size()), Ref(w.size())};
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t oy = 0; oy < s.oh; ++oy)
+            for (int64_t ox = 0; ox < s.ow; ++ox)
+                for (int64_t o = 0; o < s.o; ++o) {
+                    const size_t oe = size_t(((n * s.oh + oy) * s.ow + ox) * s.o + o);
+                    if (bias) r.out.add(oe, value(bias[o]));
+                    for (int64_t i = 0; i < s.kh; ++i)
+                        for (int64_t j = 0; j < s.kw; ++j) {
+                            const int64_t iy = oy * s.sh - s.ph + i * s.dh,
+                                          ix = ox * s.sw - s.pw + j * s.dw;
+                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                            for (int64_t c = 0; c < s.c; ++c) {
+                                const size_t xe = size_t(((n * s.h + iy) * s.w + ix) * s.c + c);
+                                const size_t we = size_t(((o * s.c + c) * s.kh + i) * s.kw + j);
+                                r.out.add(oe, value(x[xe]) * value(w[we]));
+                                r.dx.add(xe, value(dy[oe]) * value(w[we]));
+                                r.dw.add(we, value(dy[oe]) * value(x[xe]));
+                            }
+                        }
+                }
+    return r;
+}
 
 /// got against want, each element within 3e-5 of its terms' magnitudes.
 inline void check(const std::vector<float>& got, const Ref& want, const char* what) {
