@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "kernels/copy.h"
+#include "kernels/cpu/policy.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cuda/policy.h"
 #include "kernels/cuda/pool.h"
 #include "kernels/front.h"
 
@@ -242,7 +244,16 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& inp
                 " has an output size ", dy.size(2), "x", dy.size(3), " below 1x1");
     EMBER_CHECK(x.size(2) >= 1 && x.size(3) >= 1, op, ": input ", describe(input),
                 " has an empty plane");
-    Tensor dx = grad_buffer(x);
+    // A channels-last input whose windows tile its plane (a global pool):
+    // where the backend writes its gradient as it lies, one pass and no
+    // conversion after.
+    const bool in_layout =
+        x.suggest_memory_format() == MemoryFormat::channels_last && dy.dtype() == x.dtype() &&
+        x.size(2) % dy.size(2) == 0 && x.size(3) % dy.size(3) == 0 &&
+        backend_choice(
+            op, x.device(), [] { return cpu::adaptive_pool_grad_channels_last(); },
+            [](auto) { return cuda::adaptive_pool_grad_channels_last(); });
+    Tensor dx = in_layout ? empty(x.shape(), like(x), MemoryFormat::channels_last) : grad_buffer(x);
     if (dx.numel() > 0) {
         const View gx = view_of(dx), gy = view_of(dy);
         dispatch(

@@ -62,4 +62,8 @@ inline ConvPlan conv2d_backward_plan(const Conv2dShape& s, DType dt, bool channe
 /// Batch norm reads x as [N, C, S] through its strides, channels-last or not.
 inline bool batch_norm_channels_last_rows() { return false; }
 
+/// adaptive_avg_pool2d_backward writes a channels-last input's gradient in
+/// its dtype and layout where the windows tile the plane (kernels/cpu/pool.h).
+inline bool adaptive_pool_grad_channels_last() { return true; }
+
 }  // namespace ember::kernels::cpu

@@ -12,7 +12,10 @@
 // Cost:    N·C·OH·OW·kH·kW reads and about as many FLOPs (compares or adds);
 //          memory-bound (the backwards the same, plus zeroing grad_input).
 //          One (n, c) plane per loop iteration, planes split across threads;
-//          a backward plane is owned by one thread: deterministic. Test:
+//          a backward plane is owned by one thread: deterministic. Adaptive
+//          pooling of a channels-last input reads (and, where its windows
+//          tile the plane, its backward writes) whole pixels of C channels,
+//          images split across threads. Test:
 //          tests/kernels/test_pool.cpp, test_pool_backward.cpp (no benchmark yet).
 #include "kernels/cpu/pool.h"
 
@@ -104,6 +107,43 @@ void adaptive_impl(const View& out, const View& in) {
             }
         }
     });
+}
+
+// A channels-last input (channels adjacent: strides[1] == 1) read as rows of
+// C channels: each output pixel sums its window's pixels in the plane loop's
+// order (y, then x) for every channel at once — the same sums, read
+// contiguously instead of one strided walk per plane. Images split across
+// threads.
+template <class T>
+void adaptive_channels_last(const View& out, const View& in) {
+    using Acc = math::Acc<T>;
+    const int64_t N = in.shape[0], C = in.shape[1], H = in.shape[2], W = in.shape[3];
+    const int64_t OH = out.shape[2], OW = out.shape[3];
+    const int64_t sn = in.strides[0], sy = in.strides[2], sx = in.strides[3];
+    const T* const x = in.ptr<T>();
+    T* const o = out.ptr<T>();
+    const bool parallel = N > 1 && N * C * H * W >= kPoolGrain && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+    {
+        std::vector<Acc> sum(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t oy = 0; oy < OH; ++oy) {
+                const OutRange ys = adaptive_window(oy, H, OH);
+                for (int64_t ox = 0; ox < OW; ++ox) {
+                    const OutRange xs = adaptive_window(ox, W, OW);
+                    std::fill(sum.begin(), sum.end(), Acc(0));
+                    for (int64_t y = ys.lo; y < ys.hi; ++y)
+                        for (int64_t xx = xs.lo; xx < xs.hi; ++xx) {
+                            const T* px = x + n * sn + y * sy + xx * sx;
+                            for (int64_t c = 0; c < C; ++c) sum[size_t(c)] += math::load(px[c]);
+                        }
+                    const Acc count = Acc((ys.hi - ys.lo) * (xs.hi - xs.lo));
+                    for (int64_t c = 0; c < C; ++c)
+                        o[((n * C + c) * OH + oy) * OW + ox] = math::cast<T>(sum[size_t(c)] / count);
+                }
+            }
+    }
 }
 
 // ---- Backward ---------------------------------------------------------------
@@ -198,6 +238,39 @@ void adaptive_backward_impl(const View& dx, const View& dy) {
     });
 }
 
+// Windows that tile the plane (H % OH == 0, W % OW == 0) give each input
+// element exactly one grad_out / window size: written straight into a
+// channels-last grad_input of grad_out's dtype, rows of C channels per pixel
+// (the value the accumulating loop's f32 plane holds, rounded once as its
+// conversion would). Images split across threads.
+template <class T>
+void adaptive_backward_channels_last(const View& dx, const View& dy) {
+    using Acc = math::Acc<T>;
+    const int64_t N = dx.shape[0], C = dx.shape[1], H = dx.shape[2], W = dx.shape[3];
+    const int64_t OH = dy.shape[2], OW = dy.shape[3], kh = H / OH, kw = W / OW;
+    const int64_t sn = dx.strides[0], sy = dx.strides[2], sx = dx.strides[3];
+    T* const gx = dx.ptr<T>();
+    const T* const g = dy.ptr<T>();
+    const bool parallel = N > 1 && N * C * H * W >= kPoolGrain && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+    {
+        std::vector<T> d(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t oy = 0; oy < OH; ++oy)
+                for (int64_t ox = 0; ox < OW; ++ox) {
+                    for (int64_t c = 0; c < C; ++c)
+                        d[size_t(c)] = math::cast<T>(
+                            math::load(g[n * dy.strides[0] + c * dy.strides[1] +
+                                         oy * dy.strides[2] + ox * dy.strides[3]]) /
+                            Acc(kh * kw));
+                    for (int64_t y = oy * kh; y < (oy + 1) * kh; ++y)
+                        for (int64_t x = ox * kw; x < (ox + 1) * kw; ++x)
+                            std::copy(d.begin(), d.end(), gx + n * sn + y * sy + x * sx);
+                }
+    }
+}
+
 // Checks the backward's views: grad_input contiguous of grad_out's accumulation type.
 void check_grad_views(const View& dx, const View& dy) {
     EMBER_INTERNAL_ASSERT(dx.is_contiguous() && dx.ndim == 4 && dy.ndim == 4 &&
@@ -224,8 +297,14 @@ void avg_pool2d(const View& out, const View& input, const Pool2dWindow& w, bool 
 
 void adaptive_avg_pool2d(const View& out, const View& input) {
     EMBER_INTERNAL_ASSERT(out.is_contiguous());
-    visit_floating(input.dtype, "cpu pooling",
-                   [&](auto tag) { adaptive_impl<typename decltype(tag)::type>(out, input); });
+    const bool rows = input.strides[1] == 1 && input.shape[1] > 1;
+    visit_floating(input.dtype, "cpu pooling", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (rows)
+            adaptive_channels_last<T>(out, input);
+        else
+            adaptive_impl<T>(out, input);
+    });
 }
 
 std::optional<int64_t> max_pool2d_backward(const View& grad_input, const View& grad_out,
@@ -249,6 +328,17 @@ void avg_pool2d_backward(const View& grad_input, const View& grad_out, const Poo
 }
 
 void adaptive_avg_pool2d_backward(const View& grad_input, const View& grad_out) {
+    EMBER_INTERNAL_ASSERT(grad_input.ndim == 4 && grad_out.ndim == 4);
+    if (grad_input.dtype == grad_out.dtype && grad_input.strides[1] == 1 &&
+        grad_input.shape[2] % grad_out.shape[2] == 0 &&
+        grad_input.shape[3] % grad_out.shape[3] == 0) {
+        EMBER_INTERNAL_ASSERT(grad_input.shape[0] == grad_out.shape[0] &&
+                              grad_input.shape[1] == grad_out.shape[1]);
+        visit_floating(grad_out.dtype, "cpu pooling", [&](auto tag) {
+            adaptive_backward_channels_last<typename decltype(tag)::type>(grad_input, grad_out);
+        });
+        return;
+    }
     check_grad_views(grad_input, grad_out);
     visit_floating(grad_out.dtype, "cpu pooling", [&](auto tag) {
         adaptive_backward_impl<typename decltype(tag)::type>(grad_input, grad_out);

@@ -23,7 +23,8 @@ void max_pool2d(const View& values, const View& indices, const View& input, cons
 void avg_pool2d(const View& out, const View& input, const Pool2dWindow& w, bool count_include_pad);
 
 /// out [N, C, OH, OW] = mean of input rows [⌊y·H/OH⌋, ⌈(y+1)·H/OH⌉) and the
-/// same for columns.
+/// same for columns. A channels-last input is summed a pixel's channels at a
+/// time, in the same order (the same bits).
 void adaptive_avg_pool2d(const View& out, const View& input);
 
 // The backwards: grad_input [N, C, H, W] is contiguous, of grad_out's
@@ -43,6 +44,11 @@ void avg_pool2d_backward(const View& grad_input, const View& grad_out, const Poo
                          bool count_include_pad);
 
 /// Adds grad_out / window size to every element of each adaptive window.
+/// Or, where the windows tile the plane (H % OH == 0 and W % OW == 0),
+/// grad_input may instead be of grad_out's dtype with channels adjacent
+/// (strides[1] == 1, a channels-last input's layout): each element is then
+/// written once, grad_out / window size rounded to the dtype — the values
+/// the accumulating path's planes hold, converted.
 void adaptive_avg_pool2d_backward(const View& grad_input, const View& grad_out);
 
 }  // namespace ember::kernels::cpu

@@ -42,4 +42,8 @@ inline ConvPlan conv2d_plan(DType dt, bool channels_last) {
 /// channels (kernels/cuda/batch_norm.cu).
 inline bool batch_norm_channels_last_rows() { return true; }
 
+/// adaptive_avg_pool2d_backward writes contiguous planes in the accumulation
+/// type, whatever the input's layout.
+inline bool adaptive_pool_grad_channels_last() { return false; }
+
 }  // namespace ember::kernels::cuda

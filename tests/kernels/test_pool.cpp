@@ -208,6 +208,34 @@ TEST_CASE("adaptive_avg_pool2d matches the reference on non-divisible sizes", "[
         }
 }
 
+TEST_CASE("adaptive_avg_pool2d of a channels-last input gives the per-plane loop's bits",
+          "[pool]") {
+    // The channels-last input is summed a pixel's channels at a time, in the
+    // plane loop's order: the same bits, not merely close ones.
+    struct Case {
+        Shape input;
+        Int2 out;
+    };
+    const Case cases[] = {{{2, 3, 7, 9}, {3, 4}},     {{2, 16, 8, 8}, {1, 1}},
+                          {{3, 5, 6, 6}, {2, 3}},     {{1, 2, 3, 3}, {5, 5}},
+                          {{8, 32, 17, 13}, {5, 6}},  {{16, 64, 8, 8}, {1, 1}},
+                          {{2, 1, 4, 4}, {1, 1}}};
+    uint64_t seed = 4100;
+    for (const Case& c : cases)
+        for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+            INFO("input " << shape_str(c.input) << " -> " << c.out[0] << "x" << c.out[1] << " "
+                          << dtype_name(dt));
+            const Tensor x = random_tensor(c.input, dt, ++seed, -4, 4);
+            const Tensor last = x.contiguous(MemoryFormat::channels_last);
+            const Tensor planes = kernels::adaptive_avg_pool2d(x, c.out);
+            const Tensor y = kernels::adaptive_avg_pool2d(last, c.out);
+            REQUIRE(y.shape() == planes.shape());
+            CHECK(values(y) == values(planes));
+            check_close(y, reference_adaptive(x, c.out[0], c.out[1]), rtol_for(dt),
+                        dt == DType::f64 ? 1e-14 : 1e-6);
+        }
+}
+
 TEST_CASE("pooling takes an unbatched [C, H, W] input", "[pool]") {
     const Tensor x = random_tensor({3, 6, 5}, DType::f32, 11);
     const auto [v, i] = kernels::max_pool2d(x, {2, 2}, {2, 1});

@@ -269,6 +269,33 @@ TEST_CASE("adaptive_avg_pool2d_backward matches the definition", "[pool]") {
         }
 }
 
+TEST_CASE("adaptive_avg_pool2d_backward gives a channels-last input its gradient in its layout",
+          "[pool]") {
+    // Windows that tile the plane: written once in the input's dtype and
+    // layout. Others (7x9 -> 3x4 overlap): accumulated, then converted. Both
+    // hold the bits of the contiguous input's gradient.
+    const AdaptiveCase cases[] = {{{2, 16, 8, 8}, {1, 1}}, {{3, 5, 6, 9}, {2, 3}},
+                                  {{2, 3, 4, 4}, {4, 4}},  {{16, 64, 8, 8}, {1, 1}},
+                                  {{2, 3, 7, 9}, {3, 4}},  {{2, 1, 4, 4}, {2, 2}}};
+    uint64_t seed = 9500;
+    for (const AdaptiveCase& c : cases)
+        for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+            INFO("input " << shape_str(c.input) << " -> " << c.out[0] << "x" << c.out[1] << " "
+                          << dtype_name(dt));
+            const Tensor x = random_tensor(c.input, dt, ++seed);
+            const Tensor last = x.contiguous(MemoryFormat::channels_last);
+            const Tensor dy = random_tensor(adaptive_out(c), dt, ++seed);
+            const Tensor want = kernels::adaptive_avg_pool2d_backward(dy, x);
+            for (const Tensor& g : {dy, non_contiguous(dy)}) {
+                const Tensor dx = kernels::adaptive_avg_pool2d_backward(g, last);
+                REQUIRE(dx.dtype() == dt);
+                CHECK(dx.is_contiguous(MemoryFormat::channels_last));
+                CHECK(values(dx) == values(want));
+                check_close(dx, reference_adaptive_backward(dy, x), rtol_for(dt), sum_tol(dt) * 20);
+            }
+        }
+}
+
 TEST_CASE("pooling backwards take unbatched [C, H, W] operands", "[pool]") {
     const Tensor x = random_tensor({3, 6, 5}, DType::f32, 11);
     const Tensor dy = random_tensor({3, 3, 4}, DType::f32, 12);
@@ -375,6 +402,12 @@ TEST_CASE("cpu pooling backwards overwrite a poisoned grad_input", "[pool]") {
     dxa = full(a.input, nan);
     kernels::cpu::adaptive_avg_pool2d_backward(kernels::view_of(dxa), kernels::view_of(dyd));
     check_close(dxa, reference_adaptive_backward(dyd, dxa), 2e-5, 1e-6);
+
+    // Written in grad_out's dtype into channels-last memory (windows tile the plane).
+    const Tensor dyb = random_tensor({2, 8, 2, 1}, DType::bf16, 20);
+    Tensor dxb = full({2, 8, 6, 5}, nan, {DType::bf16}).contiguous(MemoryFormat::channels_last);
+    kernels::cpu::adaptive_avg_pool2d_backward(kernels::view_of(dxb), kernels::view_of(dyb));
+    check_close(dxb, reference_adaptive_backward(dyb, dxb), rtol_for(DType::bf16), 1e-6);
 }
 
 TEST_CASE("pooling backward errors name the op, the shapes and the bad index", "[pool][errors]") {
