@@ -209,7 +209,10 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
     const int64_t chunks = (pairs + per_chunk - 1) / per_chunk;
     const int64_t v = s.o % 64 == 0 ? 4 : s.o % 32 == 0 ? 2 : 1, rows = kWeightRows / v;
     const bool native = cpu_bf16_native();
-    const WeightFn* table = weight_table(native, v);
+    // One channel (a stem): the tile's rows are a kernel row's taps, dw
+    // pixels apart; otherwise they are adjacent channels.
+    const bool stem = s.c == 1 && s.kw <= rows;
+    const WeightFn* table = weight_table(native, v, stem ? s.dw : 1);
     // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
     std::vector<float> partials(size_t(chunks * size));
     const int team = team_size(chunks, macs(s));
@@ -239,9 +242,7 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
         }
         float* part = partials.data() + chunk * size;
         const int64_t xs = s.sw * s.c, xrow = s.sh * wpx * s.c, dy_row = s.ow * s.o;
-        if (s.c == 1 && s.kw <= rows) {
-            // One channel (a stem): the tile's rows are a kernel row's taps,
-            // dw pixels apart.
+        if (stem) {
             for (int64_t i = 0; i < s.kh; ++i)
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
                     table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * wpx, s.dw, xs,

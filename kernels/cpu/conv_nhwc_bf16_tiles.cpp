@@ -127,7 +127,8 @@ constexpr auto kTiles = tiles<Dot, V, PS>(std::make_integer_sequence<int, kMaxR[
 
 // tile<Dot, R, v, PS> for R = 1 .. kMaxR[v], indexed by R − 1: with the
 // pixel step fixed where it is 8 or 16 words (16 or 32 channels, or 16 at
-// stride 2) and the tile 14 pixels wide (v ≤ 2).
+// stride 2), or 1 (one channel and its zero: a stem), and the tile 14
+// pixels wide (v ≤ 2).
 template <class Dot>
 const TileFn* table_of(int v, int64_t ps) {
     switch (v) {
@@ -140,21 +141,26 @@ const TileFn* table_of(int v, int64_t ps) {
                    : ps == 16 ? kTiles<Dot, 2, 16>.data()
                               : kTiles<Dot, 2, 0>.data();
         default:
-            return ps == 8    ? kTiles<Dot, 1, 8>.data()
+            return ps == 1    ? kTiles<Dot, 1, 1>.data()
+                   : ps == 8  ? kTiles<Dot, 1, 8>.data()
                    : ps == 16 ? kTiles<Dot, 1, 16>.data()
                               : kTiles<Dot, 1, 0>.data();
     }
 }
 
 // acc[r][v] = Σ_{m, oy, ox} x[m·x_image + oy·xrow + ox·xs + r·rs] ⊙ dy[m·dy_image + oy·dy_row + ox·O + 16v]
-// (words of image pairs), then out[r·ldo + 16v] = acc (f32).
-template <class Dot, int V, int R>
+// (words of image pairs), then out[r·ldo + 16v] = acc (f32). RS > 0: rs is
+// RS, known here, so the rows' words are at fixed offsets from one pointer
+// and broadcast straight from memory (a runtime rs left GCC short of
+// registers: offsets parked in vector registers, a move per broadcast).
+template <class Dot, int V, int R, int RS>
 __attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* dy, int64_t O,
                                                     int64_t dy_row, int64_t dy_image,
                                                     const uint32_t* x, int64_t rs, int64_t xs,
                                                     int64_t xrow, int64_t x_image, int64_t images,
                                                     int64_t oh, int64_t ow, float* out,
                                                     int64_t ldo) {
+    if constexpr (RS > 0) rs = RS;
     fvec acc[R][V] = {};
     for (int64_t m = 0; m < images; ++m)
         for (int64_t oy = 0; oy < oh; ++oy) {
@@ -174,20 +180,26 @@ __attribute__((target("avx512f,avx512bf16"))) void weight_tile(const uint32_t* d
         for (int v = 0; v < V; ++v) std::memcpy(out + r * ldo + kLanes * v, &acc[r][v], 64);
 }
 
-template <class Dot, int V, int... R>
+template <class Dot, int V, int RS, int... R>
 constexpr std::array<WeightFn, sizeof...(R)> weight_tiles_of(std::integer_sequence<int, R...>) {
-    return {&weight_tile<Dot, V, R + 1>...};
+    return {&weight_tile<Dot, V, R + 1, RS>...};
 }
-// The grad_weight tiles for v vectors of output channels, indexed by channels − 1.
-template <class Dot>
+// The grad_weight tiles for v vectors of output channels, indexed by
+// channels − 1: with the row step fixed where it is one word (adjacent
+// channels, or a stem's adjacent taps), else read at run time.
+template <class Dot, int RS>
 const WeightFn* weight_table_of(int64_t v) {
     static constexpr auto t1 =
-        weight_tiles_of<Dot, 1>(std::make_integer_sequence<int, kWeightRows>{});
+        weight_tiles_of<Dot, 1, RS>(std::make_integer_sequence<int, kWeightRows>{});
     static constexpr auto t2 =
-        weight_tiles_of<Dot, 2>(std::make_integer_sequence<int, kWeightRows / 2>{});
+        weight_tiles_of<Dot, 2, RS>(std::make_integer_sequence<int, kWeightRows / 2>{});
     static constexpr auto t4 =
-        weight_tiles_of<Dot, 4>(std::make_integer_sequence<int, kWeightRows / 4>{});
+        weight_tiles_of<Dot, 4, RS>(std::make_integer_sequence<int, kWeightRows / 4>{});
     return v == 4 ? t4.data() : v == 2 ? t2.data() : t1.data();
+}
+template <class Dot>
+const WeightFn* weight_table_of(int64_t v, int64_t rs) {
+    return rs == 1 ? weight_table_of<Dot, 1>(v) : weight_table_of<Dot, 0>(v);
 }
 
 }  // namespace
@@ -196,8 +208,8 @@ const TileFn* tile_table(bool native, int v, int64_t ps) {
     return native ? table_of<Native>(v, ps) : table_of<Emulated>(v, ps);
 }
 
-const WeightFn* weight_table(bool native, int64_t v) {
-    return native ? weight_table_of<Native>(v) : weight_table_of<Emulated>(v);
+const WeightFn* weight_table(bool native, int64_t v, int64_t rs) {
+    return native ? weight_table_of<Native>(v, rs) : weight_table_of<Emulated>(v, rs);
 }
 
 }  // namespace ember::kernels::cpu::nhwc_bf16

@@ -29,8 +29,8 @@ using WeightFn = void (*)(const uint32_t* dy, int64_t O, int64_t dy_row, int64_t
                           int64_t x_image, int64_t images, int64_t oh, int64_t ow, float* out,
                           int64_t ldo);
 /// The grad_weight tiles of v vectors (1, 2 or 4), indexed by rows − 1 (up
-/// to kWeightRows / v).
-const WeightFn* weight_table(bool native, int64_t v);
+/// to kWeightRows / v), for calls with row step rs.
+const WeightFn* weight_table(bool native, int64_t v, int64_t rs);
 inline constexpr int kWeightRows = 24;  // accumulators of a grad_weight tile
 
 }  // namespace ember::kernels::cpu::nhwc_bf16
