@@ -286,11 +286,11 @@ void affine_planes(T* y, const T* x, int64_t N, int64_t C, int64_t S,
         }
 #pragma omp simd
         for (int64_t s = 0; s < S; ++s) {
-            const T v = cast<T>(A(double(cast<A>(xp[s])) - m) * k + b);
+            const A v = A(double(cast<A>(xp[s])) - m) * k + b;  // as in affine_last
             if constexpr (kRelu)
-                yp[s] = relu_rounded(v);
+                yp[s] = relu_rounded(cast<T>(v));
             else
-                yp[s] = v;
+                yp[s] = cast<T>(v);
         }
     }
 }
@@ -316,11 +316,13 @@ void affine_last(T* y, const T* x, int64_t N, int64_t C, int64_t S,
         return;
     }
     for_channel_elements<true>(N, C, S, [=](int64_t c, int64_t i) {
-        const T v = cast<T>(A(double(cast<A>(x[i])) - m[c]) * kp[c] + bp[c]);
+        // Stored straight from the cast: a named T copied to y[i] was an
+        // aggregate copy GCC 12 would not vectorize (the loop ran scalar).
+        const A v = A(double(cast<A>(x[i])) - m[c]) * kp[c] + bp[c];
         if constexpr (kRelu)
-            y[i] = relu_rounded(v);
+            y[i] = relu_rounded(cast<T>(v));
         else
-            y[i] = v;
+            y[i] = cast<T>(v);
     });
 }
 
