@@ -26,7 +26,9 @@
 //        copied or packed, as the instruction reads them.
 // Cost:  2·N·O·OH·OW·C·kH·kW FLOPs per pass (a zero channel or pixel where
 //        the count is odd); each pass reads its operands once into a padded
-//        or packed copy within L2 and writes its result once.
+//        or packed copy within L2 and writes its result once. A pointwise
+//        conv (1×1, no padding: a strided shortcut) copies only the input
+//        pixels it reads (nhwc::pointwise), a quarter of them at stride 2.
 // Threads: forward and grad_input split the images; grad_weight sums fixed
 //        chunks of images into f32 partials added in chunk order:
 //        bit-identical for any thread count.
@@ -93,6 +95,33 @@ void pad_copy(bool native, const uint16_t* src, int64_t rows, int64_t cols, int6
         nhwc::pad_image(src, rows, cols, ch, top, left, prows, pcols, pch, dst, flush);
 }
 
+// The copy of image `src` [h, w, c] a pass reads: pixels (oy·sh, ox·sw)
+// gathered into [oh, ow, pch] for a pointwise conv (nhwc::pointwise), else
+// the whole image padded into [h + 2ph, w + 2pw, pch].
+void image_copy(bool native, const Conv2dShape& s, const uint16_t* src, int64_t pch,
+                uint16_t* dst) {
+    const bool gather = nhwc::pointwise(s);
+    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw;
+    if (gather && native)
+        nhwc::gather_pixels(src, s.w, s.c, s.sh, s.sw, s.oh, s.ow, pch, dst, keep);
+    else if (gather)
+        nhwc::gather_pixels(src, s.w, s.c, s.sh, s.sw, s.oh, s.ow, pch, dst, flush);
+    else
+        pad_copy(native, src, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, pch, dst);
+}
+
+// The geometry of image_copy's result, in elements of pch channels: its
+// rows and columns, and the step between the pixels (and rows) that output
+// pixel steps (and output rows) read.
+struct CopyGeometry {
+    int64_t rows, cols, pixel_step, row_step;
+};
+CopyGeometry copy_geometry(const Conv2dShape& s) {
+    if (nhwc::pointwise(s)) return {s.oh, s.ow, 1, s.ow};
+    const int64_t wpx = s.w + 2 * s.pw;
+    return {s.h + 2 * s.ph, wpx, s.sw, s.sh * wpx};
+}
+
 // d[e] = the word of a[e] and b[e] (b null: zero), each half through put.
 template <class Put>
 void interleave(const uint16_t* a, const uint16_t* b, int64_t count, uint32_t* d, Put put) {
@@ -126,25 +155,25 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
             }
     std::vector<float> b(bias ? size_t(s.o) : 0);
     for (size_t o = 0; o < b.size(); ++o) b[o] = bf16_bits_to_float(bias[o]);
-    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw;
+    const CopyGeometry geo = copy_geometry(s);
     std::vector<int64_t> off(static_cast<size_t>(taps));
     for (int64_t i = 0; i < s.kh; ++i)
-        for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * wpx + j * s.dw) * K;
+        for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * geo.cols + j * s.dw) * K;
     const Cut c = nhwc::cut(s.o, s.ow);
-    const TileFn* table = tile_table(native, c.v, s.sw * K);
+    const TileFn* table = tile_table(native, c.v, geo.pixel_step * K);
     const int team = team_size(s.n, macs(s));
-    // Every image is copied: padded, to an even channel count (subnormals
-    // flushed for the emulation). Scratch is left uninitialized: every word
-    // a tile reads is written first.
-    const size_t per_thread = size_t(hp * wpx * c2);
+    // Every image is copied (image_copy): padded or gathered, to an even
+    // channel count (subnormals flushed for the emulation). Scratch is left
+    // uninitialized: every word a tile reads is written first.
+    const size_t per_thread = size_t(geo.rows * geo.cols * c2);
     const auto scratch = std::make_unique_for_overwrite<uint16_t[]>(per_thread * size_t(team));
     for_items(s.n, team, [&](int64_t n, int thread) {
         uint16_t* p = scratch.get() + per_thread * size_t(thread);
-        pad_copy(native, in + n * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp, wpx, c2, p);
+        image_copy(native, s, in + n * s.h * s.w * s.c, c2, p);
         const auto* img = reinterpret_cast<const uint32_t*>(p);
         for (int64_t oy = 0; oy < s.oh; ++oy)
-            row(c, table, s.ow, img + oy * s.sh * wpx * K, s.sw * K, off.data(), taps, K, wp.data(),
-                s.o, bias ? b.data() : nullptr, out + (n * s.oh + oy) * s.ow * s.o, s.o);
+            row(c, table, s.ow, img + oy * geo.row_step * K, geo.pixel_step * K, off.data(), taps, K,
+                wp.data(), s.o, bias ? b.data() : nullptr, out + (n * s.oh + oy) * s.ow * s.o, s.o);
     });
 }
 
@@ -184,9 +213,11 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
             const int64_t count = int64_t(off[p].size());
             for (int64_t u = 0; u < ph.rows; ++u) {
                 uint16_t* y = img + ((u * s.sh + ph.a) * s.w + ph.b) * s.c;
-                if (count == 0) {
+                if (count == 0) {  // zeros, a vector of 16 at a time (s.c is a multiple)
+                    static constexpr uint16_t zeros[kLanes] = {};
                     for (int64_t v = 0; v < ph.cols; ++v)
-                        std::fill(y + v * s.sw * s.c, y + v * s.sw * s.c + s.c, uint16_t(0));
+                        for (int64_t e = 0; e < s.c; e += kLanes)
+                            std::memcpy(y + v * s.sw * s.c + e, zeros, sizeof zeros);
                     continue;
                 }
                 row(c, table, ph.cols, dy + ((u + plan.top) * plan.cols + plan.left) * K, K,
@@ -198,12 +229,13 @@ void grad_input(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* 
 
 void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t* in,
                  uint16_t* grad_weight) {
-    const int64_t taps = s.kh * s.kw, size = s.o * s.c * taps;
-    const int64_t hp = s.h + 2 * s.ph, wpx = s.w + 2 * s.pw, pairs = (s.n + 1) / 2;
+    const int64_t taps = s.kh * s.kw, size = s.o * s.c * taps, pairs = (s.n + 1) / 2;
     // Per pair of images (2p, 2p + 1), packed as words (the second zero past
-    // the batch): the padded inputs [hp][wpx][c] and grad_outs [oh][ow][o].
-    // Every tap reads the pair at the same pixels, so one packing serves all.
-    const int64_t x_image = hp * wpx * s.c, dy_image = s.oh * s.ow * s.o;
+    // the batch): the inputs as image_copy leaves them ([rows][cols][c]) and
+    // the grad_outs [oh][ow][o]. Every tap reads the pair at the same
+    // pixels, so one packing serves all.
+    const CopyGeometry geo = copy_geometry(s);
+    const int64_t x_image = geo.rows * geo.cols * s.c, dy_image = s.oh * s.ow * s.o;
     const int64_t per_chunk = conv_detail::chunk_images(
         pairs, (x_image + dy_image) * int64_t(sizeof(uint32_t)), kChunkBytes);
     const int64_t chunks = (pairs + per_chunk - 1) / per_chunk;
@@ -216,7 +248,7 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
     // Each chunk's sums in partials[chunk] as [tap][c][o]; added in chunk order at the end.
     std::vector<float> partials(size_t(chunks * size));
     const int team = team_size(chunks, macs(s));
-    const int64_t padded = hp * wpx * s.c;  // bf16 halves of one padded image
+    const int64_t padded = x_image;  // bf16 halves of one copied image
     const size_t per_thread = size_t((x_image + dy_image) * per_chunk + padded);
     const auto scratch = std::make_unique_for_overwrite<uint32_t[]>(per_thread * size_t(team));
     for_items(chunks, team, [&](int64_t chunk, int thread) {
@@ -230,8 +262,7 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
             const int64_t n = 2 * (p0 + k);
             const bool second = n + 1 < s.n;
             for (int64_t e = 0; e < 1 + int64_t(second); ++e)
-                pad_copy(native, in + (n + e) * s.h * s.w * s.c, s.h, s.w, s.c, s.ph, s.pw, hp,
-                         wpx, s.c, e == 0 ? pad0 : pad1);
+                image_copy(native, s, in + (n + e) * s.h * s.w * s.c, s.c, e == 0 ? pad0 : pad1);
             interleave(pad0, second ? pad1 : nullptr, x_image, xp + k * x_image, keep);
             const uint16_t* g = grad_out + n * dy_image;
             const uint16_t* g1 = second ? g + dy_image : nullptr;
@@ -241,11 +272,11 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
                 interleave(g, g1, dy_image, dp + k * dy_image, flush);
         }
         float* part = partials.data() + chunk * size;
-        const int64_t xs = s.sw * s.c, xrow = s.sh * wpx * s.c, dy_row = s.ow * s.o;
+        const int64_t xs = geo.pixel_step * s.c, xrow = geo.row_step * s.c, dy_row = s.ow * s.o;
         if (stem) {
             for (int64_t i = 0; i < s.kh; ++i)
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
-                    table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * wpx, s.dw, xs,
+                    table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * geo.cols, s.dw, xs,
                                     xrow, x_image, m, s.oh, s.ow, part + i * s.kw * s.o + o0,
                                     s.o);
             return;
@@ -253,7 +284,7 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
                 const int64_t t = i * s.kw + j;
-                const uint32_t* xt = xp + (i * s.dh * wpx + j * s.dw) * s.c;
+                const uint32_t* xt = xp + (i * s.dh * geo.cols + j * s.dw) * s.c;
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
                     for (int64_t c0 = 0; c0 < s.c; c0 += rows) {
                         const int64_t r = std::min(rows, s.c - c0);

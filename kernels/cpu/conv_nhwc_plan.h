@@ -1,7 +1,8 @@
 // What the channels-last convolutions in f32 (kernels/cpu/conv_nhwc.cpp) and
 // bf16 (kernels/cpu/conv_nhwc_bf16.cpp) share: how a row of outputs is cut
 // into register tiles, how grad_input splits into stride phases, and the
-// zero-padded copy of an image the tiles read. Internal to those files.
+// zero-padded (or, pointwise, gathered) copy of an image the tiles read.
+// Internal to those files.
 #pragma once
 
 #include <algorithm>
@@ -65,6 +66,33 @@ void pad_image(const T* src, int64_t rows, int64_t cols, int64_t ch, int64_t top
         }
         std::fill(d + (left + cols) * pch, d + pline, T(0));
     }
+}
+
+/// Whether a convolution reads only pixels (oy·sh, ox·sw) of its input, one
+/// tap each: 1×1, no padding (a strided shortcut). Such an input is gathered
+/// (gather_pixels), not padded whole: a stride-2 shortcut reads a quarter
+/// of its input's pixels.
+inline bool pointwise(const Conv2dShape& s) {
+    return s.kh == 1 && s.kw == 1 && s.ph == 0 && s.pw == 0;
+}
+
+/// Pixels (y·sh, x·sw) of one image [·, cols, ch] gathered into a dense
+/// [orows, ocols, pch] at dst (pch ≥ ch: the extra channels zero), each
+/// element through `put`; whole vectors of 16 where they fit (a per-pixel
+/// loop of a run-time length ran scalar).
+template <class T, class Put>
+void gather_pixels(const T* src, int64_t cols, int64_t ch, int64_t sh, int64_t sw,
+                   int64_t orows, int64_t ocols, int64_t pch, T* dst, Put put) {
+    const int64_t whole = ch / kLanes * kLanes;
+    for (int64_t y = 0; y < orows; ++y)
+        for (int64_t x = 0; x < ocols; ++x) {
+            const T* s = src + (y * sh * cols + x * sw) * ch;
+            T* o = dst + (y * ocols + x) * pch;
+            for (int64_t e0 = 0; e0 < whole; e0 += kLanes)
+                for (int64_t e = e0; e < e0 + kLanes; ++e) o[e] = put(s[e]);
+            for (int64_t e = whole; e < ch; ++e) o[e] = put(s[e]);
+            for (int64_t e = ch; e < pch; ++e) o[e] = T(0);
+        }
 }
 
 /// grad_input by stride phase: input pixels (u·sh + a, v·sw + b) take only

@@ -59,6 +59,8 @@ inline std::vector<ConvCase> channels_last_cases() {
         {1, 16, 7, 9, 16, 1, 1, 3, 3, 0, 0, 1, 1},    // 1×1 at stride 3: phases no tap reaches
         {1, 32, 9, 8, 16, 2, 2, 2, 2, 0, 0, 1, 1},    // stride = kernel: one tap per phase
         {20, 16, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1},   // several grad_weight chunks
+        {2, 13, 7, 8, 16, 1, 1, 2, 2, 0, 0, 1, 1},    // pointwise, odd channels gathered
+        {2, 24, 5, 6, 32, 1, 1, 1, 1, 0, 0, 1, 1},    // pointwise at stride 1: 16 + 8 channels
     };
 }
 
