@@ -204,9 +204,11 @@ void grad_input(const Conv2dShape& s, const float* grad_out, const float* weight
             const int64_t taps = int64_t(off[k].size());
             for (int64_t u = 0; u < p.rows; ++u) {
                 float* y = img + ((u * s.sh + p.a) * s.w + p.b) * s.c;
-                if (taps == 0) {
+                if (taps == 0) {  // zeros, a vector of 16 at a time (s.c is a multiple)
+                    static constexpr float zeros[kLanes] = {};
                     for (int64_t v = 0; v < p.cols; ++v)
-                        std::fill(y + v * s.sw * s.c, y + v * s.sw * s.c + s.c, 0.0f);
+                        for (int64_t e = 0; e < s.c; e += kLanes)
+                            std::memcpy(y + v * s.sw * s.c + e, zeros, sizeof zeros);
                     continue;
                 }
                 row(c, table, p.cols, pd + ((u + plan.top) * plan.cols + plan.left) * s.o, s.o,
