@@ -107,6 +107,22 @@ TEST_CASE("large host blocks are reused through the host cache", "[tensor][alloc
     CHECK(reinterpret_cast<uintptr_t>(d.data_ptr()) % kCpuAlignment == 0);
     d = Tensor();
     c = Tensor();
+    // From 64 KiB blocks are kept: a bf16 [128, 64, 7, 7] activation (784 KiB).
+    void* mid;
+    {
+        Tensor e = empty({128, 64, 7, 7}, {DType::bf16});
+        mid = e.data_ptr();
+    }
+    const HostCacheStats kept = host_cache_stats();
+    Tensor f = empty({128, 64, 7, 7}, {DType::bf16});
+    CHECK(f.data_ptr() == mid);
+    CHECK(host_cache_stats().hits == kept.hits + 1);
+    f = Tensor();
+    // Below 64 KiB they go to malloc: no hit, no miss.
+    Tensor small = empty({1000});
+    CHECK(host_cache_stats().hits == kept.hits + 1);
+    CHECK(host_cache_stats().misses == kept.misses);
+    small = Tensor();
     empty_host_cache();
     CHECK(host_cache_stats().cached_bytes == 0);
 }
