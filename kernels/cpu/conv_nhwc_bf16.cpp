@@ -158,7 +158,8 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
     const CopyGeometry geo = copy_geometry(s);
     std::vector<int64_t> off(static_cast<size_t>(taps));
     for (int64_t i = 0; i < s.kh; ++i)
-        for (int64_t j = 0; j < s.kw; ++j) off[size_t(i * s.kw + j)] = (i * s.dh * geo.cols + j * s.dw) * K;
+        for (int64_t j = 0; j < s.kw; ++j)
+            off[size_t(i * s.kw + j)] = (i * s.dh * geo.cols + j * s.dw) * K;
     const Cut c = nhwc::cut(s.o, s.ow);
     const TileFn* table = tile_table(native, c.v, geo.pixel_step * K);
     const int team = team_size(s.n, macs(s));
@@ -172,8 +173,9 @@ void forward(const Conv2dShape& s, const uint16_t* in, const uint16_t* weight,
         image_copy(native, s, in + n * s.h * s.w * s.c, c2, p);
         const auto* img = reinterpret_cast<const uint32_t*>(p);
         for (int64_t oy = 0; oy < s.oh; ++oy)
-            row(c, table, s.ow, img + oy * geo.row_step * K, geo.pixel_step * K, off.data(), taps, K,
-                wp.data(), s.o, bias ? b.data() : nullptr, out + (n * s.oh + oy) * s.ow * s.o, s.o);
+            row(c, table, s.ow, img + oy * geo.row_step * K, geo.pixel_step * K, off.data(), taps,
+                K, wp.data(), s.o, bias ? b.data() : nullptr, out + (n * s.oh + oy) * s.ow * s.o,
+                s.o);
     });
 }
 
@@ -276,8 +278,8 @@ void grad_weight(const Conv2dShape& s, const uint16_t* grad_out, const uint16_t*
         if (stem) {
             for (int64_t i = 0; i < s.kh; ++i)
                 for (int64_t o0 = 0; o0 < s.o; o0 += kLanes * v)
-                    table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * geo.cols, s.dw, xs,
-                                    xrow, x_image, m, s.oh, s.ow, part + i * s.kw * s.o + o0,
+                    table[s.kw - 1](dp + o0, s.o, dy_row, dy_image, xp + i * s.dh * geo.cols, s.dw,
+                                    xs, xrow, x_image, m, s.oh, s.ow, part + i * s.kw * s.o + o0,
                                     s.o);
             return;
         }

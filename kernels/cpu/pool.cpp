@@ -140,7 +140,8 @@ void adaptive_channels_last(const View& out, const View& in) {
                         }
                     const Acc count = Acc((ys.hi - ys.lo) * (xs.hi - xs.lo));
                     for (int64_t c = 0; c < C; ++c)
-                        o[((n * C + c) * OH + oy) * OW + ox] = math::cast<T>(sum[size_t(c)] / count);
+                        o[((n * C + c) * OH + oy) * OW + ox] =
+                            math::cast<T>(sum[size_t(c)] / count);
                 }
             }
     }
